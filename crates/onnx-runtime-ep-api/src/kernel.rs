@@ -1,0 +1,59 @@
+//! Kernels: one node's computation, built once for a node and its input shapes.
+
+use crate::{EpError, TensorMut, TensorView};
+use onnx_runtime_ir::Node;
+
+/// Whether a kernel may run while a device graph (e.g. a CUDA graph) is being captured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CaptureSupport {
+    /// The kernel enqueues only device work with fixed arguments: it can be captured.
+    Supported,
+    /// The kernel reads device data on the host, synchronizes, allocates, or has not yet seen
+    /// the signature it would be captured with.
+    Unsupported { reason: String },
+}
+
+/// One node's computation. Built by [`crate::ExecutionProvider::get_kernel`].
+pub trait Kernel: Send + Sync {
+    /// Runs the node: reads `inputs`, writes `outputs` (whose shapes the caller resolved).
+    fn execute(
+        &self,
+        inputs: &[TensorView<'_>],
+        outputs: &mut [TensorMut<'_>],
+    ) -> Result<(), EpError>;
+
+    /// Whether the kernel can run during graph capture now. Kernels that must read
+    /// shape-carrying inputs on the host become capturable after one eager run.
+    fn capture_support(&self) -> CaptureSupport {
+        CaptureSupport::Unsupported {
+            reason: "this kernel does not support graph capture".into(),
+        }
+    }
+
+    /// Tells the kernel which inputs are constant across runs (initializers).
+    fn set_constant_inputs(&mut self, _constant: &[bool]) {}
+}
+
+/// What a factory receives to build a kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelRequest<'a> {
+    pub node: &'a Node,
+    /// Resolved input shapes, or empty when unknown until run time.
+    pub input_shapes: &'a [Vec<usize>],
+    /// The opset version of the node's domain that the model imports.
+    pub opset: u64,
+}
+
+/// Builds kernels for one (domain, op, since-version) entry; `C` is the provider's context.
+pub trait KernelFactory<C: ?Sized>: Send + Sync {
+    fn build(&self, ctx: &C, request: &KernelRequest<'_>) -> Result<Box<dyn Kernel>, EpError>;
+}
+
+impl<C: ?Sized, F> KernelFactory<C> for F
+where
+    F: Fn(&C, &KernelRequest<'_>) -> Result<Box<dyn Kernel>, EpError> + Send + Sync,
+{
+    fn build(&self, ctx: &C, request: &KernelRequest<'_>) -> Result<Box<dyn Kernel>, EpError> {
+        self(ctx, request)
+    }
+}

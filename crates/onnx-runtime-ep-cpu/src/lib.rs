@@ -1,0 +1,30 @@
+//! The CPU execution provider.
+//!
+//! Kernels implement [`CpuKernel`]: they take host [`Value`]s (tensors, sequences, optionals,
+//! maps) and return new ones, so data-dependent output shapes (NonZero, Unique) need no
+//! special path. Each op family lives in its own module under [`ops`] and registers its
+//! kernels, keyed by (domain, op, since-version), next to its code.
+//! [`CpuExecutionProvider`] also implements the generic
+//! [`onnx_runtime_ep_api::ExecutionProvider`] over raw host pointers.
+
+pub mod attrs;
+pub mod dispatch;
+pub mod kernel;
+pub mod ops;
+mod provider;
+pub mod shape;
+pub mod tensor;
+
+pub use kernel::{BuildContext, CpuFactory, CpuKernel, CpuRegistry};
+pub use provider::CpuExecutionProvider;
+pub use tensor::{Element, Tensor, Value};
+
+/// The registry with every CPU kernel.
+pub fn registry() -> &'static CpuRegistry {
+    static REGISTRY: std::sync::OnceLock<CpuRegistry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut r = CpuRegistry::new();
+        ops::register_all(&mut r);
+        r
+    })
+}

@@ -1,0 +1,367 @@
+//! Host tensors and the values kernels exchange.
+
+use bytemuck::{Pod, Zeroable};
+use half::{bf16, f16};
+use onnx_runtime_ir::DataType;
+use std::sync::Arc;
+
+/// 64 bytes aligned to 64: the unit host tensor storage is allocated in, so every element type
+/// (and SIMD loads) is aligned.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C, align(64))]
+struct Block([u8; 64]);
+
+/// Aligned, zero-initialised bytes.
+#[derive(Clone)]
+pub struct AlignedBytes {
+    blocks: Vec<Block>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    pub fn zeroed(len: usize) -> Self {
+        AlignedBytes {
+            blocks: vec![Block::zeroed(); len.div_ceil(64)],
+            len,
+        }
+    }
+
+    pub fn from_slice(bytes: &[u8]) -> Self {
+        let mut out = Self::zeroed(bytes.len());
+        out.as_mut_slice().copy_from_slice(bytes);
+        out
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &bytemuck::cast_slice::<Block, u8>(&self.blocks)[..self.len]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut::<Block, u8>(&mut self.blocks)[..self.len]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// What a tensor's elements are stored in.
+#[derive(Clone)]
+pub enum Storage {
+    /// Little-endian packed elements (sub-byte types packed two or four to a byte).
+    Bytes(AlignedBytes),
+    Strings(Vec<String>),
+}
+
+/// A Rust type that is the storage of an ONNX element type. `bool` is stored as `u8` (0 or 1).
+pub trait Element: Pod + Send + Sync + std::fmt::Debug + PartialEq + Default {
+    const DTYPE: DataType;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(impl Element for $t { const DTYPE: DataType = DataType::$d; })*
+    };
+}
+element!(
+    f32 => Float32, f64 => Float64, f16 => Float16, bf16 => BFloat16,
+    i8 => Int8, i16 => Int16, i32 => Int32, i64 => Int64,
+    u8 => Uint8, u16 => Uint16, u32 => Uint32, u64 => Uint64,
+);
+
+/// A contiguous row-major host tensor. Cloning shares the storage; writing through
+/// [`Tensor::data_mut`] copies it first if it is shared.
+#[derive(Clone)]
+pub struct Tensor {
+    dtype: DataType,
+    shape: Vec<usize>,
+    storage: Arc<Storage>,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({} {:?})", self.dtype, self.shape)
+    }
+}
+
+fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+impl Tensor {
+    /// A zero-filled tensor (empty strings for `String`).
+    pub fn zeros(dtype: DataType, shape: Vec<usize>) -> Tensor {
+        let n = numel(&shape);
+        let storage = if dtype == DataType::String {
+            Storage::Strings(vec![String::new(); n])
+        } else {
+            Storage::Bytes(AlignedBytes::zeroed(dtype.storage_bytes(n)))
+        };
+        Tensor {
+            dtype,
+            shape,
+            storage: Arc::new(storage),
+        }
+    }
+
+    /// A tensor over little-endian packed bytes. Errors if the length does not match.
+    pub fn from_bytes(dtype: DataType, shape: Vec<usize>, bytes: &[u8]) -> Result<Tensor, String> {
+        let n = numel(&shape);
+        let want = dtype
+            .checked_storage_bytes(n)
+            .ok_or_else(|| format!("{dtype} tensor of shape {shape:?} has no byte storage"))?;
+        if bytes.len() != want {
+            return Err(format!(
+                "{dtype} tensor of shape {shape:?} needs {want} bytes, got {}",
+                bytes.len()
+            ));
+        }
+        Ok(Tensor {
+            dtype,
+            shape,
+            storage: Arc::new(Storage::Bytes(AlignedBytes::from_slice(bytes))),
+        })
+    }
+
+    pub fn from_vec<T: Element>(shape: Vec<usize>, values: Vec<T>) -> Tensor {
+        Self::from_slice(shape, &values)
+    }
+
+    /// A tensor of `T::DTYPE` holding `values`. Panics if the count does not match the shape.
+    pub fn from_slice<T: Element>(shape: Vec<usize>, values: &[T]) -> Tensor {
+        assert_eq!(
+            numel(&shape),
+            values.len(),
+            "element count must match the shape"
+        );
+        Tensor {
+            dtype: T::DTYPE,
+            shape,
+            storage: Arc::new(Storage::Bytes(AlignedBytes::from_slice(
+                bytemuck::cast_slice(values),
+            ))),
+        }
+    }
+
+    pub fn from_bools(shape: Vec<usize>, values: &[bool]) -> Tensor {
+        let bytes: Vec<u8> = values.iter().map(|&b| b as u8).collect();
+        let mut t = Tensor::from_slice(shape, &bytes);
+        t.dtype = DataType::Bool;
+        t
+    }
+
+    pub fn from_strings(shape: Vec<usize>, values: Vec<String>) -> Tensor {
+        assert_eq!(
+            numel(&shape),
+            values.len(),
+            "element count must match the shape"
+        );
+        Tensor {
+            dtype: DataType::String,
+            shape,
+            storage: Arc::new(Storage::Strings(values)),
+        }
+    }
+
+    pub fn scalar<T: Element>(value: T) -> Tensor {
+        Tensor::from_slice(vec![], &[value])
+    }
+
+    pub fn dtype(&self) -> DataType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    /// The same storage under another shape with the same element count.
+    pub fn reshaped(&self, shape: Vec<usize>) -> Tensor {
+        assert_eq!(
+            numel(&shape),
+            self.numel(),
+            "reshape must keep the element count"
+        );
+        Tensor {
+            dtype: self.dtype,
+            shape,
+            storage: self.storage.clone(),
+        }
+    }
+
+    /// The same bytes reinterpreted as another type of equal width (e.g. bool as uint8).
+    pub fn with_dtype(&self, dtype: DataType) -> Tensor {
+        assert_eq!(
+            dtype.bit_width(),
+            self.dtype.bit_width(),
+            "retyping must keep the width"
+        );
+        Tensor {
+            dtype,
+            shape: self.shape.clone(),
+            storage: self.storage.clone(),
+        }
+    }
+
+    /// The packed bytes (empty for strings).
+    pub fn bytes(&self) -> &[u8] {
+        match self.storage.as_ref() {
+            Storage::Bytes(b) => b.as_slice(),
+            Storage::Strings(_) => &[],
+        }
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        match Arc::make_mut(&mut self.storage) {
+            Storage::Bytes(b) => b.as_mut_slice(),
+            Storage::Strings(_) => &mut [],
+        }
+    }
+
+    /// The elements as `T`. Panics if `T`'s width differs from the dtype's (a kernel bug:
+    /// kernels dispatch on the dtype first).
+    pub fn data<T: Element>(&self) -> &[T] {
+        assert_eq!(
+            Some(std::mem::size_of::<T>() * 8),
+            self.dtype.bit_width(),
+            "element type does not match {}",
+            self.dtype
+        );
+        bytemuck::cast_slice(self.bytes())
+    }
+
+    pub fn data_mut<T: Element>(&mut self) -> &mut [T] {
+        assert_eq!(
+            Some(std::mem::size_of::<T>() * 8),
+            self.dtype.bit_width(),
+            "element type does not match {}",
+            self.dtype
+        );
+        bytemuck::cast_slice_mut(self.bytes_mut())
+    }
+
+    pub fn strings(&self) -> &[String] {
+        match self.storage.as_ref() {
+            Storage::Strings(s) => s,
+            Storage::Bytes(_) => &[],
+        }
+    }
+
+    pub fn strings_mut(&mut self) -> &mut [String] {
+        match Arc::make_mut(&mut self.storage) {
+            Storage::Strings(s) => s,
+            Storage::Bytes(_) => &mut [],
+        }
+    }
+
+    /// Integer elements widened to i64 (int8..int64, uint8..uint64, bool); `None` otherwise.
+    pub fn to_i64_vec(&self) -> Option<Vec<i64>> {
+        use DataType::*;
+        Some(match self.dtype {
+            Int64 => self.data::<i64>().to_vec(),
+            Int32 => self.data::<i32>().iter().map(|&v| v as i64).collect(),
+            Int16 => self.data::<i16>().iter().map(|&v| v as i64).collect(),
+            Int8 => self.data::<i8>().iter().map(|&v| v as i64).collect(),
+            Uint8 | Bool => self.data::<u8>().iter().map(|&v| v as i64).collect(),
+            Uint16 => self.data::<u16>().iter().map(|&v| v as i64).collect(),
+            Uint32 => self.data::<u32>().iter().map(|&v| v as i64).collect(),
+            Uint64 => self.data::<u64>().iter().map(|&v| v as i64).collect(),
+            _ => return None,
+        })
+    }
+
+    /// Float elements widened to f64 (float types and integers); `None` for others.
+    pub fn to_f64_vec(&self) -> Option<Vec<f64>> {
+        use DataType::*;
+        Some(match self.dtype {
+            Float32 => self.data::<f32>().iter().map(|&v| v as f64).collect(),
+            Float64 => self.data::<f64>().to_vec(),
+            Float16 => self.data::<f16>().iter().map(|v| v.to_f64()).collect(),
+            BFloat16 => self.data::<bf16>().iter().map(|v| v.to_f64()).collect(),
+            _ => {
+                return self
+                    .to_i64_vec()
+                    .map(|v| v.into_iter().map(|x| x as f64).collect())
+            }
+        })
+    }
+}
+
+/// A value flowing between kernels.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Tensor(Tensor),
+    /// A sequence of tensors of one element type (kept for empty sequences).
+    Sequence {
+        dtype: DataType,
+        items: Vec<Tensor>,
+    },
+    /// An optional: `None` is an absent value.
+    Optional(Option<Box<Value>>),
+    /// A map (ai.onnx.ml): keys tensor (1-D) and values tensor (1-D), same length.
+    Map {
+        keys: Tensor,
+        values: Tensor,
+    },
+}
+
+impl Value {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Value::Tensor(_) => "tensor",
+            Value::Sequence { .. } => "sequence",
+            Value::Optional(_) => "optional",
+            Value::Map { .. } => "map",
+        }
+    }
+
+    pub fn as_tensor(&self) -> Option<&Tensor> {
+        match self {
+            Value::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn into_tensor(self) -> Option<Tensor> {
+        match self {
+            Value::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl From<Tensor> for Value {
+    fn from(t: Tensor) -> Self {
+        Value::Tensor(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_access_and_sharing() {
+        let a = Tensor::from_vec(vec![2, 2], vec![1.0f32, 2., 3., 4.]);
+        let mut b = a.clone();
+        b.data_mut::<f32>()[0] = 9.0;
+        assert_eq!(a.data::<f32>(), &[1., 2., 3., 4.]);
+        assert_eq!(b.data::<f32>(), &[9., 2., 3., 4.]);
+        assert_eq!(b.reshaped(vec![4]).shape(), &[4]);
+        assert!(Tensor::from_bytes(DataType::Float32, vec![2], &[0; 7]).is_err());
+        let z = Tensor::zeros(DataType::Int4, vec![3]);
+        assert_eq!(z.bytes().len(), 2);
+    }
+}
