@@ -167,6 +167,40 @@ impl Tensor {
         }
     }
 
+    /// A host tensor from IR tensor data (an initializer or a tensor attribute).
+    pub fn from_tensor_data(data: &onnx_runtime_ir::TensorData) -> Result<Tensor, String> {
+        match data.strings() {
+            Some(strings) => {
+                if strings.len() != data.numel() {
+                    return Err(format!(
+                        "string tensor '{}' of shape {:?} has {} strings",
+                        data.name,
+                        data.shape,
+                        strings.len()
+                    ));
+                }
+                Ok(Tensor::from_strings(data.shape.clone(), strings.to_vec()))
+            }
+            None => Tensor::from_bytes(data.dtype, data.shape.clone(), data.bytes())
+                .map_err(|e| format!("tensor '{}': {e}", data.name)),
+        }
+    }
+
+    /// IR tensor data holding a copy of this tensor's elements.
+    pub fn to_tensor_data(&self, name: &str) -> onnx_runtime_ir::TensorData {
+        let mut t = if self.dtype == DataType::String {
+            onnx_runtime_ir::TensorData::from_strings(self.shape.clone(), self.strings().to_vec())
+        } else {
+            onnx_runtime_ir::TensorData::from_bytes(
+                self.dtype,
+                self.shape.clone(),
+                self.bytes().to_vec(),
+            )
+        };
+        t.name = name.to_string();
+        t
+    }
+
     pub fn scalar<T: Element>(value: T) -> Tensor {
         Tensor::from_slice(vec![], &[value])
     }
