@@ -1,0 +1,320 @@
+//! ConvTranspose: per image and group, `W_g^T @ X_g` (GEMM) then a col2im scatter into the
+//! output; output_padding, output_shape and auto_pad per the spec.
+
+use super::common::{self, invalid, usize_list, Real};
+use super::window::{col2im, AutoPad, Window, WindowAttrs};
+use crate::kernel::{optional_tensor_input, tensor_input, BuildContext, CpuKernel};
+use crate::{attrs, CpuRegistry, Tensor, Value};
+use onnx_runtime_ep_api::EpError;
+use onnx_runtime_ir::DataType;
+use rayon::prelude::*;
+
+struct ConvTransposeKernel {
+    node: String,
+    wa: WindowAttrs,
+    group: usize,
+    output_padding: Option<Vec<usize>>,
+    output_shape: Option<Vec<usize>>,
+}
+
+struct Geom {
+    n: usize,
+    c: usize,
+    m: usize,
+    /// The window as seen by col2im: `input` is the output image, `output` the input image.
+    win: Window,
+}
+
+impl ConvTransposeKernel {
+    fn geometry(&self, x: &[usize], w: &[usize]) -> Result<Geom, EpError> {
+        let node = &self.node;
+        if x.len() < 3 || x.len() > 10 || w.len() != x.len() {
+            return Err(invalid(
+                node,
+                format!("X {x:?} and W {w:?} must have one rank between 3 and 10"),
+            ));
+        }
+        let g = self.group;
+        let (n, c) = (x[0], x[1]);
+        if w[0] != c || c % g != 0 {
+            return Err(invalid(
+                node,
+                format!("W {w:?} must be [C={c}, M/group, k...] with C divisible by group={g}"),
+            ));
+        }
+        let m = w[1] * g;
+        let r = x.len() - 2;
+        let input = &x[2..];
+        let kernel = w[2..].to_vec();
+        if let Some(k) = &self.wa.kernel {
+            if *k != kernel {
+                return Err(invalid(
+                    node,
+                    format!("kernel_shape {k:?} does not match W {w:?}"),
+                ));
+            }
+        }
+        let get = |v: &Option<Vec<usize>>,
+                   name: &str,
+                   len: usize,
+                   d: usize|
+         -> Result<Vec<usize>, EpError> {
+            match v {
+                Some(v) if v.len() != len => Err(invalid(
+                    node,
+                    format!("{name} has {} values; want {len}", v.len()),
+                )),
+                Some(v) => Ok(v.clone()),
+                None => Ok(vec![d; len]),
+            }
+        };
+        let strides = get(&self.wa.strides, "strides", r, 1)?;
+        let dilations = get(&self.wa.dilations, "dilations", r, 1)?;
+        let out_pad = get(&self.output_padding, "output_padding", r, 0)?;
+        let full: Vec<usize> = (0..r)
+            .map(|i| {
+                strides[i] * (input[i].max(1) - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
+            })
+            .collect();
+        let same = matches!(self.wa.auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
+        let (out, pb, pe) = if self.output_shape.is_some() || same {
+            let target = match &self.output_shape {
+                // output_shape may carry the N and C dims too.
+                Some(s) if s.len() == r + 2 => s[2..].to_vec(),
+                Some(s) if s.len() == r => s.clone(),
+                Some(s) => {
+                    return Err(invalid(
+                        node,
+                        format!("output_shape {s:?} does not have {r} spatial dims"),
+                    ))
+                }
+                None => (0..r).map(|i| input[i] * strides[i]).collect(),
+            };
+            let mut pb = vec![0; r];
+            let mut pe = vec![0; r];
+            for i in 0..r {
+                let total = full[i] as isize - target[i] as isize;
+                if total < 0 {
+                    return Err(invalid(node, format!("output_shape {target:?} is larger than the full transposed extent {full:?}")));
+                }
+                let total = total as usize;
+                if self.wa.auto_pad == AutoPad::SameUpper {
+                    pb[i] = total / 2;
+                    pe[i] = total - total / 2;
+                } else {
+                    pb[i] = total - total / 2;
+                    pe[i] = total / 2;
+                }
+            }
+            (target, pb, pe)
+        } else {
+            let pads = get(&self.wa.pads, "pads", 2 * r, 0)?;
+            let mut out = vec![0; r];
+            for i in 0..r {
+                let p = pads[i] + pads[i + r];
+                if full[i] < p {
+                    return Err(invalid(
+                        node,
+                        format!("pads {pads:?} exceed the transposed extent {full:?}"),
+                    ));
+                }
+                out[i] = full[i] - p;
+            }
+            (out, pads[..r].to_vec(), pads[r..].to_vec())
+        };
+        Ok(Geom {
+            n,
+            c,
+            m,
+            win: Window {
+                input: out,
+                kernel,
+                strides,
+                dilations,
+                pad_begin: pb,
+                pad_end: pe,
+                output: input.to_vec(),
+            },
+        })
+    }
+}
+
+fn compute<T: Real>(geo: &Geom, group: usize, x: &[T], w: &[T], bias: Option<&[T]>) -> Vec<T> {
+    let win = &geo.win;
+    let (cg, mg) = (geo.c / group, geo.m / group);
+    let ks = win.kernel_size();
+    let (in_sz, out_sz) = (win.output_size(), win.input_size());
+    let mut out = vec![T::zero(); geo.n * geo.m * out_sz];
+    let mut col = vec![T::zero(); mg * ks * in_sz];
+    for b in 0..geo.n {
+        for gi in 0..group {
+            let xg = &x[(b * geo.c + gi * cg) * in_sz..(b * geo.c + (gi + 1) * cg) * in_sz];
+            // W_g is [cg, mg*ks]; col = W_g^T @ X_g is [mg*ks, in_sz].
+            let wg = &w[gi * cg * mg * ks..(gi + 1) * cg * mg * ks];
+            common::gemm(
+                mg * ks,
+                in_sz,
+                cg,
+                wg,
+                1,
+                mg * ks,
+                xg,
+                in_sz,
+                1,
+                &mut col,
+                in_sz,
+                T::one(),
+                T::zero(),
+            );
+            let o = &mut out[(b * geo.m + gi * mg) * out_sz..(b * geo.m + (gi + 1) * mg) * out_sz];
+            col2im(&col, mg, win, o);
+        }
+    }
+    if let Some(bias) = bias {
+        out.par_chunks_mut(out_sz.max(1))
+            .enumerate()
+            .for_each(|(i, plane)| {
+                let bv = bias[i % geo.m];
+                plane.iter_mut().for_each(|v| *v += bv);
+            });
+    }
+    out
+}
+
+impl CpuKernel for ConvTransposeKernel {
+    fn run(&self, inputs: &[Option<&Value>]) -> Result<Vec<Value>, EpError> {
+        let node = &self.node;
+        let x = tensor_input(node, inputs, 0)?;
+        let w = tensor_input(node, inputs, 1)?;
+        let bias = optional_tensor_input(node, inputs, 2)?;
+        let dtype = x.dtype();
+        common::require_float(node, "ConvTranspose", dtype)?;
+        for t in std::iter::once(w).chain(bias) {
+            if t.dtype() != dtype {
+                return Err(invalid(
+                    node,
+                    format!("inputs mix {dtype} and {}", t.dtype()),
+                ));
+            }
+        }
+        let geo = self.geometry(x.shape(), w.shape())?;
+        if let Some(b) = bias {
+            if b.numel() != geo.m {
+                return Err(invalid(
+                    node,
+                    format!("B has {} values; want M={}", b.numel(), geo.m),
+                ));
+            }
+        }
+        let mut shape = vec![geo.n, geo.m];
+        shape.extend(&geo.win.input);
+        let out = if dtype == DataType::Float64 {
+            Tensor::from_vec(
+                shape,
+                compute::<f64>(&geo, self.group, x.data(), w.data(), bias.map(|b| b.data())),
+            )
+        } else {
+            let (ux, uw) = (common::upcast(x), common::upcast(w));
+            let ub = bias.map(common::upcast);
+            let y = compute::<f32>(
+                &geo,
+                self.group,
+                ux.data(),
+                uw.data(),
+                ub.as_ref().map(|b| b.data()),
+            );
+            common::tensor_from_f32(dtype, shape, y)
+        };
+        Ok(vec![Value::Tensor(out)])
+    }
+}
+
+fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+    let n = ctx.node;
+    let group = attrs::int(n, "group", 1)?;
+    if group < 1 {
+        return Err(common::bad_attr(
+            n,
+            "group",
+            format!("{group} must be >= 1"),
+        ));
+    }
+    let list = |name: &str| -> Result<Option<Vec<usize>>, EpError> {
+        attrs::opt_ints(n, name)?
+            .map(|v| usize_list(n, name, &v))
+            .transpose()
+    };
+    Ok(Box::new(ConvTransposeKernel {
+        node: n.describe(),
+        wa: WindowAttrs::parse(n)?,
+        group: group as usize,
+        output_padding: list("output_padding")?,
+        output_shape: list("output_shape")?,
+    }))
+}
+
+pub fn register(r: &mut CpuRegistry) {
+    for since in [1, 11, 22] {
+        r.register("", "ConvTranspose", since, build);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::common::testutil::*;
+    use super::*;
+    use onnx_runtime_ir::Attribute;
+
+    #[test]
+    fn matches_scatter_reference() {
+        // 1 image, C=2 -> M=3 (group 1), 2-D, stride 2, pads 1, output_padding 1.
+        let (c, m, h, w, k, s, p, op) = (2, 3, 3, 4, 3, 2, 1, 1);
+        let x = rand(c * h * w, 21, -1.0, 1.0);
+        let wt = rand(c * m * k * k, 22, -1.0, 1.0);
+        let node = node(
+            "ConvTranspose",
+            2,
+            1,
+            vec![
+                ("strides", Attribute::Ints(vec![s as i64; 2])),
+                ("pads", Attribute::Ints(vec![p as i64; 4])),
+                ("output_padding", Attribute::Ints(vec![op as i64; 2])),
+            ],
+        );
+        let out = run(
+            build,
+            &node,
+            11,
+            &[
+                Some(Tensor::from_vec(vec![1, c, h, w], f32s(&x))),
+                Some(Tensor::from_vec(vec![c, m, k, k], f32s(&wt))),
+            ],
+        )
+        .unwrap();
+        let oh = s * (h - 1) + op + k - 2 * p;
+        let ow = s * (w - 1) + op + k - 2 * p;
+        assert_eq!(out[0].shape(), &[1, m, oh, ow]);
+        let mut want = vec![0.0; m * oh * ow];
+        for ci in 0..c {
+            for y in 0..h {
+                for xx in 0..w {
+                    for mm in 0..m {
+                        for ky in 0..k {
+                            for kx in 0..k {
+                                let oy = (y * s + ky) as isize - p as isize;
+                                let ox = (xx * s + kx) as isize - p as isize;
+                                if oy < 0 || ox < 0 || oy >= oh as isize || ox >= ow as isize {
+                                    continue;
+                                }
+                                want[(mm * oh + oy as usize) * ow + ox as usize] += x
+                                    [(ci * h + y) * w + xx]
+                                    * wt[((ci * m + mm) * k + ky) * k + kx];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_close(out[0].data::<f32>(), &want, 1e-5);
+    }
+}

@@ -1,0 +1,389 @@
+//! Sliding-window geometry shared by Conv, ConvTranspose and the pools: kernel, strides,
+//! dilations, pads (explicit or auto_pad) and the output extent.
+
+use super::common::{bad_attr, invalid, usize_list};
+use crate::attrs;
+use onnx_runtime_ep_api::EpError;
+use onnx_runtime_ir::Node;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AutoPad {
+    NotSet,
+    SameUpper,
+    SameLower,
+    Valid,
+}
+
+/// Window attributes as written on the node (kernel may come from the weights).
+#[derive(Clone, Debug)]
+pub struct WindowAttrs {
+    pub kernel: Option<Vec<usize>>,
+    pub strides: Option<Vec<usize>>,
+    pub dilations: Option<Vec<usize>>,
+    pub pads: Option<Vec<usize>>,
+    pub auto_pad: AutoPad,
+    pub ceil_mode: bool,
+}
+
+/// The resolved geometry for one input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    pub input: Vec<usize>,
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pad_begin: Vec<usize>,
+    pub pad_end: Vec<usize>,
+    pub output: Vec<usize>,
+}
+
+impl WindowAttrs {
+    pub fn parse(node: &Node) -> Result<Self, EpError> {
+        let list = |name: &str| -> Result<Option<Vec<usize>>, EpError> {
+            match attrs::opt_ints(node, name)? {
+                Some(v) => Ok(Some(usize_list(node, name, &v)?)),
+                None => Ok(None),
+            }
+        };
+        let auto_pad = match attrs::string(node, "auto_pad", "NOTSET")?.as_str() {
+            "NOTSET" | "" => AutoPad::NotSet,
+            "SAME_UPPER" => AutoPad::SameUpper,
+            "SAME_LOWER" => AutoPad::SameLower,
+            "VALID" => AutoPad::Valid,
+            other => {
+                return Err(bad_attr(
+                    node,
+                    "auto_pad",
+                    format!("'{other}' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID"),
+                ))
+            }
+        };
+        let w = WindowAttrs {
+            kernel: list("kernel_shape")?,
+            strides: list("strides")?,
+            dilations: list("dilations")?,
+            pads: list("pads")?,
+            auto_pad,
+            ceil_mode: attrs::int(node, "ceil_mode", 0)? != 0,
+        };
+        if w.strides.as_ref().is_some_and(|s| s.contains(&0)) {
+            return Err(bad_attr(node, "strides", "strides must be positive"));
+        }
+        if w.dilations.as_ref().is_some_and(|s| s.contains(&0)) {
+            return Err(bad_attr(node, "dilations", "dilations must be positive"));
+        }
+        Ok(w)
+    }
+
+    /// Resolves the window over `input` spatial dims with `kernel` (from the attribute or
+    /// the weights).
+    pub fn resolve(
+        &self,
+        node: &str,
+        input: &[usize],
+        kernel: &[usize],
+    ) -> Result<Window, EpError> {
+        let r = input.len();
+        let check = |name: &str, v: &Option<Vec<usize>>, len: usize| -> Result<(), EpError> {
+            match v {
+                Some(v) if v.len() != len => Err(invalid(
+                    node,
+                    format!(
+                        "{name} has {} values but the input has {r} spatial dims",
+                        v.len()
+                    ),
+                )),
+                _ => Ok(()),
+            }
+        };
+        if kernel.len() != r {
+            return Err(invalid(
+                node,
+                format!("kernel {kernel:?} does not match {r} spatial dims of the input"),
+            ));
+        }
+        check("strides", &self.strides, r)?;
+        check("dilations", &self.dilations, r)?;
+        check("pads", &self.pads, 2 * r)?;
+        let strides = self.strides.clone().unwrap_or_else(|| vec![1; r]);
+        let dilations = self.dilations.clone().unwrap_or_else(|| vec![1; r]);
+        let mut pad_begin = vec![0; r];
+        let mut pad_end = vec![0; r];
+        let mut output = vec![0; r];
+        for i in 0..r {
+            let ek = (kernel[i].max(1) - 1) * dilations[i] + 1;
+            let s = strides[i];
+            match self.auto_pad {
+                AutoPad::NotSet => {
+                    if let Some(p) = &self.pads {
+                        pad_begin[i] = p[i];
+                        pad_end[i] = p[i + r];
+                    }
+                    let span = input[i] + pad_begin[i] + pad_end[i];
+                    if span < ek {
+                        return Err(invalid(
+                            node,
+                            format!(
+                                "padded input extent {span} on spatial axis {i} is smaller than the dilated kernel {ek}"
+                            ),
+                        ));
+                    }
+                    output[i] = if self.ceil_mode {
+                        let mut o = (span - ek).div_ceil(s) + 1;
+                        // The last window must start inside the input or its begin pad.
+                        if (o - 1) * s >= input[i] + pad_begin[i] {
+                            o -= 1;
+                        }
+                        o
+                    } else {
+                        (span - ek) / s + 1
+                    };
+                }
+                AutoPad::Valid => {
+                    if input[i] < ek {
+                        return Err(invalid(
+                            node,
+                            format!("input extent {} on spatial axis {i} is smaller than the dilated kernel {ek}", input[i]),
+                        ));
+                    }
+                    output[i] = if self.ceil_mode {
+                        (input[i] - ek).div_ceil(s) + 1
+                    } else {
+                        (input[i] - ek) / s + 1
+                    };
+                }
+                AutoPad::SameUpper | AutoPad::SameLower => {
+                    output[i] = input[i].div_ceil(s);
+                    let total = ((output[i].max(1) - 1) * s + ek).saturating_sub(input[i]);
+                    let small = total / 2;
+                    if self.auto_pad == AutoPad::SameUpper {
+                        pad_begin[i] = small;
+                        pad_end[i] = total - small;
+                    } else {
+                        pad_begin[i] = total - small;
+                        pad_end[i] = small;
+                    }
+                }
+            }
+        }
+        Ok(Window {
+            input: input.to_vec(),
+            kernel: kernel.to_vec(),
+            strides,
+            dilations,
+            pad_begin,
+            pad_end,
+            output,
+        })
+    }
+}
+
+impl Window {
+    pub fn kernel_size(&self) -> usize {
+        self.kernel.iter().product()
+    }
+
+    pub fn output_size(&self) -> usize {
+        self.output.iter().product()
+    }
+
+    pub fn input_size(&self) -> usize {
+        self.input.iter().product()
+    }
+}
+
+/// Unfolds one image `x` of `channels` planes (spatial extent `w.input`) into `col`, a
+/// `[channels * kernel_size, output_size]` row-major matrix (zeros where the window hangs
+/// over the padding). Rows are filled in parallel.
+pub fn im2col<T: Copy + Default + Send + Sync>(
+    x: &[T],
+    channels: usize,
+    w: &Window,
+    col: &mut [T],
+) {
+    use rayon::prelude::*;
+    let ks = w.kernel_size();
+    let out_size = w.output_size();
+    let in_size = w.input_size();
+    let r = w.input.len();
+    if out_size == 0 {
+        return;
+    }
+    debug_assert_eq!(col.len(), channels * ks * out_size);
+    let last = r - 1;
+    let (ow, iw) = (w.output[last], w.input[last]);
+    let outer: usize = w.output[..last].iter().product();
+    col.par_chunks_mut(out_size)
+        .enumerate()
+        .for_each(|(row, dst)| {
+            let c = row / ks;
+            let mut kr = row % ks;
+            let mut kidx = [0usize; 8];
+            for d in (0..r).rev() {
+                kidx[d] = kr % w.kernel[d];
+                kr /= w.kernel[d];
+            }
+            let xc = &x[c * in_size..(c + 1) * in_size];
+            let kx_off = (kidx[last] * w.dilations[last]) as isize - w.pad_begin[last] as isize;
+            let sw = w.strides[last] as isize;
+            let mut oidx = [0usize; 8];
+            for o in 0..outer {
+                // Input offset of the outer dims, or None if they fall in the padding.
+                let mut base = Some(0usize);
+                let mut rem = o;
+                for d in (0..last).rev() {
+                    oidx[d] = rem % w.output[d];
+                    rem /= w.output[d];
+                }
+                let mut stride_acc = iw;
+                for d in (0..last).rev() {
+                    let i = (oidx[d] * w.strides[d] + kidx[d] * w.dilations[d]) as isize
+                        - w.pad_begin[d] as isize;
+                    if i < 0 || i >= w.input[d] as isize {
+                        base = None;
+                        break;
+                    }
+                    base = base.map(|b| b + i as usize * stride_acc);
+                    stride_acc *= w.input[d];
+                }
+                let out_row = &mut dst[o * ow..(o + 1) * ow];
+                match base {
+                    None => out_row.fill(T::default()),
+                    Some(b) => {
+                        let line = &xc[b..b + iw];
+                        if sw == 1 && kx_off >= 0 && kx_off as usize + ow <= iw {
+                            out_row.copy_from_slice(&line[kx_off as usize..kx_off as usize + ow]);
+                        } else {
+                            for (ox, v) in out_row.iter_mut().enumerate() {
+                                let ix = ox as isize * sw + kx_off;
+                                *v = if ix >= 0 && ix < iw as isize {
+                                    line[ix as usize]
+                                } else {
+                                    T::default()
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+        });
+}
+
+/// The inverse scatter of [`im2col`]: adds each `col` entry into the image position its
+/// window covers (ConvTranspose, Col2Im). `img` has `channels` planes of extent `w.input`.
+pub fn col2im<T: Copy + std::ops::AddAssign + Send + Sync>(
+    col: &[T],
+    channels: usize,
+    w: &Window,
+    img: &mut [T],
+) {
+    use rayon::prelude::*;
+    let ks = w.kernel_size();
+    let out_size = w.output_size();
+    let in_size = w.input_size();
+    let r = w.input.len();
+    img.par_chunks_mut(in_size.max(1))
+        .take(channels)
+        .enumerate()
+        .for_each(|(c, plane)| {
+            let mut kidx = [0usize; 8];
+            let mut oidx = [0usize; 8];
+            for k in 0..ks {
+                let mut kr = k;
+                for d in (0..r).rev() {
+                    kidx[d] = kr % w.kernel[d];
+                    kr /= w.kernel[d];
+                }
+                let src = &col[(c * ks + k) * out_size..(c * ks + k + 1) * out_size];
+                for (o, &v) in src.iter().enumerate() {
+                    let mut rem = o;
+                    for d in (0..r).rev() {
+                        oidx[d] = rem % w.output[d];
+                        rem /= w.output[d];
+                    }
+                    let mut off = 0usize;
+                    let mut inside = true;
+                    for d in 0..r {
+                        let i = (oidx[d] * w.strides[d] + kidx[d] * w.dilations[d]) as isize
+                            - w.pad_begin[d] as isize;
+                        if i < 0 || i >= w.input[d] as isize {
+                            inside = false;
+                            break;
+                        }
+                        off = off * w.input[d] + i as usize;
+                    }
+                    if inside {
+                        plane[off] += v;
+                    }
+                }
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(pads: Option<Vec<usize>>, auto_pad: AutoPad, ceil: bool) -> WindowAttrs {
+        WindowAttrs {
+            kernel: None,
+            strides: Some(vec![2, 2]),
+            dilations: None,
+            pads,
+            auto_pad,
+            ceil_mode: ceil,
+        }
+    }
+
+    #[test]
+    fn output_extents() {
+        let w = attrs(Some(vec![1, 1, 1, 1]), AutoPad::NotSet, false)
+            .resolve("n", &[5, 6], &[3, 3])
+            .unwrap();
+        assert_eq!(w.output, vec![3, 3]);
+        let w = attrs(None, AutoPad::SameUpper, false)
+            .resolve("n", &[5, 6], &[3, 3])
+            .unwrap();
+        assert_eq!(w.output, vec![3, 3]);
+        assert_eq!(
+            (w.pad_begin.clone(), w.pad_end.clone()),
+            (vec![1, 0], vec![1, 1])
+        );
+        let w = attrs(None, AutoPad::NotSet, true)
+            .resolve("n", &[6, 6], &[3, 3])
+            .unwrap();
+        assert_eq!(w.output, vec![3, 3]);
+        assert!(attrs(None, AutoPad::NotSet, false)
+            .resolve("n", &[2, 2], &[3, 3])
+            .is_err());
+    }
+
+    #[test]
+    fn im2col_then_col2im_counts_coverage() {
+        let w = attrs(Some(vec![1, 1, 1, 1]), AutoPad::NotSet, false)
+            .resolve("n", &[4, 5], &[3, 3])
+            .unwrap();
+        let x = vec![1.0f32; 20];
+        let mut col = vec![0.0; 9 * w.output_size()];
+        im2col(&x, 1, &w, &mut col);
+        let mut img = vec![0.0; 20];
+        col2im(&col, 1, &w, &mut img);
+        // Each pixel is counted once per window covering it; brute-force that count.
+        for y in 0..4 {
+            for x in 0..5 {
+                let mut n = 0;
+                for oy in 0..w.output[0] {
+                    for ox in 0..w.output[1] {
+                        let (y0, x0) = (oy as isize * 2 - 1, ox as isize * 2 - 1);
+                        if (y0..y0 + 3).contains(&(y as isize))
+                            && (x0..x0 + 3).contains(&(x as isize))
+                        {
+                            n += 1;
+                        }
+                    }
+                }
+                assert_eq!(img[y * 5 + x], n as f32, "pixel {y},{x}");
+            }
+        }
+    }
+}
