@@ -8,7 +8,10 @@ pub mod common;
 mod conv;
 mod conv_transpose;
 mod gemm_op;
+mod layer_norm;
 pub mod matmul;
+mod norm;
+mod pool;
 pub mod window;
 
 pub fn register(r: &mut CpuRegistry) {
@@ -16,4 +19,7 @@ pub fn register(r: &mut CpuRegistry) {
     gemm_op::register(r);
     conv::register(r);
     conv_transpose::register(r);
+    pool::register(r);
+    norm::register(r);
+    layer_norm::register(r);
 }
