@@ -1,0 +1,476 @@
+//! Turns an IR graph into an executable plan: kernels built once, values in a slot table,
+//! outer-scope references resolved, and the liveness plan that frees each intermediate after
+//! its last consumer.
+
+use crate::constant::fold_constant;
+use crate::control::{self, ControlOp};
+use crate::error::{MissingOp, SessionError, SessionResult};
+use onnx_runtime_ep_cpu::{BuildContext, CpuKernel, CpuRegistry, Value};
+use onnx_runtime_ir::{Attribute, Graph, Node, NodeId, ValueId, ValueType};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What a step runs.
+pub(crate) enum StepKind {
+    Cpu(Box<dyn CpuKernel>),
+    Control(Box<ControlOp>),
+}
+
+/// One node of the plan.
+pub(crate) struct Step {
+    /// `Op node 'name'`, for errors.
+    pub name: String,
+    pub kind: StepKind,
+    /// Slots of the node's inputs (`None`: an omitted optional input).
+    pub inputs: Vec<Option<usize>>,
+    /// Slots of values the node's subgraphs read from this scope (control flow only).
+    pub implicit: Vec<usize>,
+    /// Slots the node's outputs go to, in order.
+    pub outputs: Vec<usize>,
+    /// Slots whose last reader is this step: freed right after it.
+    pub free_after: Vec<usize>,
+}
+
+/// A graph ready to run. Slots `0..graph.values.len()` are the graph's values by id; slots
+/// after them hold outer-scope values the graph reads but whose names it never declared.
+pub(crate) struct CompiledGraph {
+    pub num_slots: usize,
+    /// Slots of the graph inputs, in order, with their declared names and types.
+    pub inputs: Vec<IoSlot>,
+    /// Initializer values of inputs that have one (a feed overrides it).
+    pub input_defaults: Vec<Option<Value>>,
+    /// Initializers and folded `Constant` outputs.
+    pub constants: Vec<(usize, Value)>,
+    /// Names this graph reads from enclosing scopes, and the slots they go to.
+    pub captures: Vec<(String, usize)>,
+    pub steps: Vec<Step>,
+    pub outputs: Vec<IoSlot>,
+}
+
+pub(crate) struct IoSlot {
+    pub name: String,
+    pub ty: Option<ValueType>,
+    pub slot: usize,
+}
+
+/// The ops the session runs itself rather than through the CPU registry, with the first
+/// opset of each.
+pub(crate) const SESSION_OPS: &[(&str, u64)] = &[("If", 1), ("Loop", 1), ("Scan", 8)];
+
+pub(crate) fn is_session_op(node: &Node) -> bool {
+    node.normalized_domain().is_empty() && SESSION_OPS.iter().any(|(op, _)| *op == node.op_type)
+}
+
+/// Builds plans; shared by a graph and its subgraphs.
+pub(crate) struct Compiler<'r> {
+    pub registry: &'r CpuRegistry,
+    /// Opset by domain (`""` for the default domain), from the model.
+    pub opsets: BTreeMap<String, u64>,
+}
+
+impl Compiler<'_> {
+    pub fn opset(&self, node: &Node) -> SessionResult<u64> {
+        let domain = node.normalized_domain();
+        self.opsets.get(domain).copied().ok_or_else(|| {
+            SessionError::invalid(format!(
+                "{} is in domain '{}', which the model does not import (add it to opset_import)",
+                node.describe(),
+                domain
+            ))
+        })
+    }
+
+    /// Every (domain, op, opset) in `graph` and its subgraphs without a kernel.
+    pub fn missing_ops(&self, graph: &Graph, out: &mut BTreeSet<MissingOp>) -> SessionResult<()> {
+        for node in &graph.nodes {
+            let opset = self.opset(node)?;
+            let supported = if is_session_op(node) {
+                SESSION_OPS
+                    .iter()
+                    .any(|(op, since)| *op == node.op_type && opset >= *since)
+            } else {
+                self.registry.contains(&node.domain, &node.op_type, opset)
+                    || (node.normalized_domain().is_empty() && node.op_type == "Constant")
+            };
+            if !supported {
+                out.insert(MissingOp {
+                    domain: node.normalized_domain().to_string(),
+                    op: node.op_type.clone(),
+                    opset,
+                });
+            }
+            for attr in node.attributes.values() {
+                match attr {
+                    Attribute::Graph(g) => self.missing_ops(g, out)?,
+                    Attribute::Graphs(gs) => {
+                        for g in gs {
+                            self.missing_ops(g, out)?;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compiles `graph`. `outer` holds constants visible from enclosing scopes by name, which
+    /// kernels of this graph may read at build time.
+    pub fn compile(
+        &self,
+        graph: &Graph,
+        outer: &HashMap<String, Value>,
+    ) -> SessionResult<CompiledGraph> {
+        let order = topological_order(graph)?;
+        let nvalues = graph.values.len();
+        let mut num_slots = nvalues;
+
+        // Values defined in this scope: inputs, initializers, node outputs.
+        let mut defined = vec![false; nvalues];
+        let mut constants: HashMap<usize, Value> = HashMap::new();
+        let input_set: BTreeSet<ValueId> = graph.inputs.iter().copied().collect();
+        for &v in &graph.inputs {
+            defined[v.0] = true;
+        }
+        for (&v, data) in &graph.initializers {
+            defined[v.0] = true;
+            if !input_set.contains(&v) {
+                let t = onnx_runtime_ep_cpu::Tensor::from_tensor_data(data).map_err(|e| {
+                    SessionError::invalid(format!("initializer '{}': {e}", graph.value(v).name))
+                })?;
+                constants.insert(v.0, Value::Tensor(t));
+            }
+        }
+        for (&v, sparse) in &graph.sparse_initializers {
+            defined[v.0] = true;
+            let t = crate::constant::densify(sparse).map_err(|e| {
+                SessionError::invalid(format!("sparse initializer '{}': {e}", graph.value(v).name))
+            })?;
+            constants.insert(v.0, Value::Tensor(t));
+        }
+        for node in &graph.nodes {
+            for &o in &node.outputs {
+                defined[o.0] = true;
+            }
+        }
+
+        // Names read from enclosing scopes.
+        let mut captures: Vec<(String, usize)> = Vec::new();
+        let mut capture_slot = |name: &str, id: Option<ValueId>, num_slots: &mut usize| -> usize {
+            if let Some((_, s)) = captures.iter().find(|(n, _)| n == name) {
+                return *s;
+            }
+            let slot = match id {
+                Some(id) => id.0,
+                None => {
+                    *num_slots += 1;
+                    *num_slots - 1
+                }
+            };
+            captures.push((name.to_string(), slot));
+            slot
+        };
+
+        // Scope visible to subgraphs: outer constants plus this graph's by name.
+        let mut inner_scope = outer.clone();
+        for (&slot, v) in &constants {
+            inner_scope.insert(graph.values[slot].name.clone(), v.clone());
+        }
+
+        let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
+        for &nid in &order {
+            let node = graph.node(nid);
+            let mut inputs = Vec::with_capacity(node.inputs.len());
+            for input in &node.inputs {
+                let slot = match input {
+                    None => None,
+                    Some(id) if graph.value(*id).name.is_empty() => None,
+                    Some(id) if defined[id.0] => Some(id.0),
+                    Some(id) => Some(capture_slot(
+                        &graph.value(*id).name,
+                        Some(*id),
+                        &mut num_slots,
+                    )),
+                };
+                inputs.push(slot);
+            }
+            let outputs: Vec<usize> = node.outputs.iter().map(|o| o.0).collect();
+
+            // Constant nodes are evaluated now and never run.
+            if node.normalized_domain().is_empty() && node.op_type == "Constant" {
+                let value = fold_constant(self, node)?;
+                if let Some(&o) = outputs.first() {
+                    inner_scope.insert(graph.values[o].name.clone(), value.clone());
+                    constants.insert(o, value);
+                }
+                continue;
+            }
+
+            let const_inputs: Vec<Option<&Value>> = node
+                .inputs
+                .iter()
+                .zip(&inputs)
+                .map(|(id, slot)| match (id, slot) {
+                    (Some(id), Some(slot)) => constants
+                        .get(slot)
+                        .or_else(|| outer.get(&graph.value(*id).name)),
+                    _ => None,
+                })
+                .collect();
+
+            let opset = self.opset(node)?;
+            let (kind, implicit) = if is_session_op(node) {
+                let (op, names) = control::build(self, node, opset, &inner_scope)?;
+                let mut implicit = Vec::with_capacity(names.len());
+                for name in names {
+                    let slot = match graph.value_by_name(&name) {
+                        Some(id) if defined[id.0] => id.0,
+                        id => capture_slot(&name, id, &mut num_slots),
+                    };
+                    implicit.push(slot);
+                }
+                (StepKind::Control(Box::new(op)), implicit)
+            } else {
+                let (_, factory) = self
+                    .registry
+                    .lookup(&node.domain, &node.op_type, opset)
+                    .ok_or_else(|| {
+                        SessionError::UnsupportedOps(vec![MissingOp {
+                            domain: node.normalized_domain().to_string(),
+                            op: node.op_type.clone(),
+                            opset,
+                        }])
+                    })?;
+                let ctx = BuildContext {
+                    node,
+                    opset,
+                    constant_inputs: &const_inputs,
+                };
+                (StepKind::Cpu(factory(&ctx)?), Vec::new())
+            };
+            steps.push(Step {
+                name: node.describe(),
+                kind,
+                inputs,
+                implicit,
+                outputs,
+                free_after: Vec::new(),
+            });
+        }
+
+        let mut outputs = Vec::with_capacity(graph.outputs.len());
+        for &o in &graph.outputs {
+            let value = graph.value(o);
+            let slot = if defined[o.0] {
+                o.0
+            } else {
+                capture_slot(&value.name, Some(o), &mut num_slots)
+            };
+            outputs.push(IoSlot {
+                name: value.name.clone(),
+                ty: value.ty.clone(),
+                slot,
+            });
+        }
+
+        plan_liveness(&mut steps, &outputs, num_slots);
+
+        let inputs: Vec<IoSlot> = graph
+            .inputs
+            .iter()
+            .map(|&v| IoSlot {
+                name: graph.value(v).name.clone(),
+                ty: graph.value(v).ty.clone(),
+                slot: v.0,
+            })
+            .collect();
+        let input_defaults = graph
+            .inputs
+            .iter()
+            .map(|&v| {
+                graph
+                    .initializer(v)
+                    .map(|data| {
+                        onnx_runtime_ep_cpu::Tensor::from_tensor_data(data)
+                            .map(Value::Tensor)
+                            .map_err(|e| {
+                                SessionError::invalid(format!(
+                                    "initializer '{}': {e}",
+                                    graph.value(v).name
+                                ))
+                            })
+                    })
+                    .transpose()
+            })
+            .collect::<SessionResult<Vec<_>>>()?;
+        let mut constants: Vec<(usize, Value)> = constants.into_iter().collect();
+        constants.sort_by_key(|(s, _)| *s);
+
+        Ok(CompiledGraph {
+            num_slots,
+            inputs,
+            input_defaults,
+            constants,
+            captures,
+            steps,
+            outputs,
+        })
+    }
+}
+
+/// The nodes in an order where every value is produced before it is read: the file order
+/// when it already is one (valid ONNX files are), else a stable topological sort. A cycle is
+/// an error naming the nodes on it.
+pub(crate) fn topological_order(graph: &Graph) -> SessionResult<Vec<NodeId>> {
+    let mut producer: HashMap<ValueId, usize> = HashMap::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for &o in &node.outputs {
+            if graph.value(o).name.is_empty() {
+                continue;
+            }
+            if let Some(prev) = producer.insert(o, i) {
+                return Err(SessionError::invalid(format!(
+                    "value '{}' is produced by both {} and {}",
+                    graph.value(o).name,
+                    graph.nodes[prev].describe(),
+                    node.describe()
+                )));
+            }
+        }
+    }
+    let deps: Vec<Vec<usize>> = graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut d: Vec<usize> = node_reads(graph, node)
+                .iter()
+                .filter_map(|v| producer.get(v).copied())
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect();
+    if deps
+        .iter()
+        .enumerate()
+        .all(|(i, d)| d.iter().all(|&p| p < i))
+    {
+        return Ok(graph.nodes.iter().map(|n| n.id).collect());
+    }
+    // Kahn's algorithm, always taking the earliest ready node in file order.
+    let n = graph.nodes.len();
+    let mut indegree: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, d) in deps.iter().enumerate() {
+        for &p in d {
+            if p == i {
+                return Err(SessionError::invalid(format!(
+                    "{} reads its own output",
+                    graph.nodes[i].describe()
+                )));
+            }
+            users[p].push(i);
+        }
+    }
+    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop_first() {
+        order.push(graph.nodes[i].id);
+        for &u in &users[i] {
+            indegree[u] -= 1;
+            if indegree[u] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    if order.len() != n {
+        let stuck: Vec<String> = (0..n)
+            .filter(|&i| indegree[i] > 0)
+            .take(5)
+            .map(|i| graph.nodes[i].describe())
+            .collect();
+        return Err(SessionError::invalid(format!(
+            "the graph has a cycle through {}",
+            stuck.join(", ")
+        )));
+    }
+    Ok(order)
+}
+
+/// Values a node reads: its inputs and the outer-scope names its subgraphs use that this
+/// graph defines.
+fn node_reads(graph: &Graph, node: &Node) -> Vec<ValueId> {
+    let mut reads: Vec<ValueId> = node.inputs.iter().flatten().copied().collect();
+    let mut names = BTreeSet::new();
+    for attr in node.attributes.values() {
+        match attr {
+            Attribute::Graph(g) => free_names(g, &mut names),
+            Attribute::Graphs(gs) => gs.iter().for_each(|g| free_names(g, &mut names)),
+            _ => {}
+        }
+    }
+    reads.extend(names.iter().filter_map(|n| graph.value_by_name(n)));
+    reads
+}
+
+/// Names `graph` (and its subgraphs) read without defining them.
+pub(crate) fn free_names(graph: &Graph, out: &mut BTreeSet<String>) {
+    let mut defined: BTreeSet<&str> = BTreeSet::new();
+    for &v in graph.inputs.iter().chain(graph.initializers.keys()) {
+        defined.insert(&graph.value(v).name);
+    }
+    for node in &graph.nodes {
+        for &o in &node.outputs {
+            defined.insert(&graph.value(o).name);
+        }
+    }
+    let mut used = BTreeSet::new();
+    for node in &graph.nodes {
+        for &i in node.inputs.iter().flatten() {
+            used.insert(graph.value(i).name.clone());
+        }
+        for attr in node.attributes.values() {
+            match attr {
+                Attribute::Graph(g) => free_names(g, &mut used),
+                Attribute::Graphs(gs) => gs.iter().for_each(|g| free_names(g, &mut used)),
+                _ => {}
+            }
+        }
+    }
+    for &o in &graph.outputs {
+        used.insert(graph.value(o).name.clone());
+    }
+    for name in used {
+        if !name.is_empty() && !defined.contains(name.as_str()) {
+            out.insert(name);
+        }
+    }
+}
+
+/// Fills each step's `free_after`: a slot is freed after its last reader, or right after its
+/// producer when nothing reads it. Graph outputs are never freed.
+fn plan_liveness(steps: &mut [Step], outputs: &[IoSlot], num_slots: usize) {
+    const NEVER: usize = usize::MAX;
+    let mut last_use = vec![NEVER; num_slots];
+    let mut keep = vec![false; num_slots];
+    for o in outputs {
+        keep[o.slot] = true;
+    }
+    for (i, step) in steps.iter().enumerate() {
+        for &s in step.inputs.iter().flatten().chain(&step.implicit) {
+            last_use[s] = i;
+        }
+    }
+    for (i, step) in steps.iter().enumerate() {
+        for &s in &step.outputs {
+            if last_use[s] == NEVER {
+                last_use[s] = i;
+            }
+        }
+    }
+    for (s, &i) in last_use.iter().enumerate() {
+        if i != NEVER && !keep[s] {
+            steps[i].free_after.push(s);
+        }
+    }
+}

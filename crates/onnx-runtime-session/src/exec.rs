@@ -1,0 +1,85 @@
+//! Runs a compiled graph: values live in a slot table, each step reads its inputs by slot,
+//! and intermediates are dropped after their last reader.
+
+use crate::compile::{CompiledGraph, StepKind};
+use crate::error::{SessionError, SessionResult};
+use onnx_runtime_ep_cpu::Value;
+use std::borrow::Cow;
+
+/// Runs `graph` with `inputs` (one per graph input, `None` to use its initializer or leave
+/// an optional input absent) and `captures` (one per `graph.captures` entry). Returns one
+/// value per graph output.
+pub(crate) fn run_graph<'a>(
+    graph: &'a CompiledGraph,
+    inputs: Vec<Option<Cow<'a, Value>>>,
+    captures: &[&'a Value],
+) -> SessionResult<Vec<Value>> {
+    let mut slots: Vec<Option<Cow<'a, Value>>> = (0..graph.num_slots).map(|_| None).collect();
+    for (slot, value) in &graph.constants {
+        slots[*slot] = Some(Cow::Borrowed(value));
+    }
+    for ((io, default), feed) in graph.inputs.iter().zip(&graph.input_defaults).zip(inputs) {
+        slots[io.slot] = feed.or_else(|| default.as_ref().map(Cow::Borrowed));
+    }
+    for ((_, slot), value) in graph.captures.iter().zip(captures) {
+        slots[*slot] = Some(Cow::Borrowed(*value));
+    }
+
+    for step in &graph.steps {
+        let results = {
+            let inputs: Vec<Option<&Value>> = step
+                .inputs
+                .iter()
+                .map(|s| s.and_then(|s| slots[s].as_deref()))
+                .collect();
+            match &step.kind {
+                StepKind::Cpu(kernel) => kernel.run(&inputs)?,
+                StepKind::Control(op) => {
+                    let implicit = step
+                        .implicit
+                        .iter()
+                        .map(|&s| {
+                            slots[s].as_deref().ok_or_else(|| {
+                                SessionError::invalid(format!(
+                                    "{}: a value its body reads from the enclosing graph was not produced",
+                                    step.name
+                                ))
+                            })
+                        })
+                        .collect::<SessionResult<Vec<&Value>>>()?;
+                    op.run(&step.name, &inputs, &implicit)?
+                }
+            }
+        };
+        if results.len() > step.outputs.len() {
+            return Err(SessionError::invalid(format!(
+                "{} returned {} outputs but the node declares {}",
+                step.name,
+                results.len(),
+                step.outputs.len()
+            )));
+        }
+        for (&slot, value) in step.outputs.iter().zip(results) {
+            slots[slot] = Some(Cow::Owned(value));
+        }
+        for &slot in &step.free_after {
+            slots[slot] = None;
+        }
+    }
+
+    graph
+        .outputs
+        .iter()
+        .map(|io| {
+            slots[io.slot]
+                .as_deref()
+                .cloned()
+                .ok_or_else(|| {
+                    SessionError::invalid(format!(
+                        "graph output '{}' was not produced (an optional output no node wrote, or an input that was not fed)",
+                        io.name
+                    ))
+                })
+        })
+        .collect()
+}

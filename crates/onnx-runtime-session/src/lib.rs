@@ -1,0 +1,24 @@
+//! Sessions: compile an ONNX graph once (kernels built, control-flow bodies compiled, a
+//! liveness plan that frees every intermediate after its last reader) and run it from any
+//! number of threads.
+//!
+//! ```no_run
+//! use onnx_runtime_session::{Session, SessionOptions};
+//! # fn demo(graph: &onnx_runtime_ir::Graph, x: onnx_runtime_ep_cpu::Value) {
+//! let session = Session::from_graph(graph, SessionOptions::default()).unwrap();
+//! let outputs = session.run(&[("x", x)]).unwrap();
+//! # }
+//! ```
+
+mod compile;
+mod constant;
+mod control;
+mod error;
+mod exec;
+mod session;
+#[cfg(test)]
+mod tests;
+
+pub use error::{MissingOp, SessionError, SessionResult};
+pub use onnx_runtime_ep_cpu::{Tensor, Value};
+pub use session::{describe_type, describe_value, IoInfo, Session, SessionOptions};

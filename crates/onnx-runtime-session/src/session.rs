@@ -1,0 +1,252 @@
+//! [`Session`]: a model compiled once and run many times, from any number of threads.
+
+use crate::compile::{CompiledGraph, Compiler};
+use crate::error::{SessionError, SessionResult};
+use crate::exec::run_graph;
+use onnx_runtime_ep_cpu::{CpuRegistry, Value};
+use onnx_runtime_ir::{Dim, Graph, ValueType};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+
+/// How a session is built.
+#[derive(Clone, Default)]
+pub struct SessionOptions {
+    /// The CPU kernels to use; `None` for [`onnx_runtime_ep_cpu::registry`]. A custom registry
+    /// lets an application add its own ops.
+    pub registry: Option<&'static CpuRegistry>,
+}
+
+/// A graph input or output: its name and the type the model declares for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IoInfo {
+    pub name: String,
+    pub ty: Option<ValueType>,
+}
+
+/// A compiled model. `run` takes `&self`, so one session serves concurrent callers; each
+/// run has its own value table.
+pub struct Session {
+    graph: CompiledGraph,
+    inputs: Vec<IoInfo>,
+    outputs: Vec<IoInfo>,
+    /// Whether each input has an initializer (and so may be left out).
+    has_default: Vec<bool>,
+}
+
+impl Session {
+    /// Compiles `graph`: checks that every op has a kernel (naming all that do not at once),
+    /// orders the nodes, builds each kernel once and plans when each value is freed.
+    pub fn from_graph(graph: &Graph, options: SessionOptions) -> SessionResult<Session> {
+        let registry = options
+            .registry
+            .unwrap_or_else(|| onnx_runtime_ep_cpu::registry());
+        let opsets = graph
+            .opset_imports
+            .iter()
+            .map(|(d, v)| {
+                let d = if d == "ai.onnx" { "" } else { d.as_str() };
+                (d.to_string(), *v)
+            })
+            .collect();
+        let compiler = Compiler { registry, opsets };
+        let mut missing = BTreeSet::new();
+        compiler.missing_ops(graph, &mut missing)?;
+        if !missing.is_empty() {
+            return Err(SessionError::UnsupportedOps(missing.into_iter().collect()));
+        }
+        let compiled = compiler.compile(graph, &HashMap::new())?;
+        if let Some((name, _)) = compiled.captures.first() {
+            return Err(SessionError::invalid(format!(
+                "value '{name}' is read but never produced: it is not a graph input, an initializer or a node output"
+            )));
+        }
+        let io = |slots: &[crate::compile::IoSlot]| {
+            slots
+                .iter()
+                .map(|s| IoInfo {
+                    name: s.name.clone(),
+                    ty: s.ty.clone(),
+                })
+                .collect::<Vec<_>>()
+        };
+        Ok(Session {
+            inputs: io(&compiled.inputs),
+            outputs: io(&compiled.outputs),
+            has_default: compiled
+                .input_defaults
+                .iter()
+                .map(Option::is_some)
+                .collect(),
+            graph: compiled,
+        })
+    }
+
+    /// The graph inputs, in order (initializers that are also inputs included: they may be
+    /// fed to override the stored value).
+    pub fn inputs(&self) -> &[IoInfo] {
+        &self.inputs
+    }
+
+    /// The inputs a caller must feed (those without an initializer).
+    pub fn required_inputs(&self) -> impl Iterator<Item = &IoInfo> {
+        self.inputs
+            .iter()
+            .zip(&self.has_default)
+            .filter(|(_, d)| !**d)
+            .map(|(i, _)| i)
+    }
+
+    pub fn outputs(&self) -> &[IoInfo] {
+        &self.outputs
+    }
+
+    /// Runs the model on `inputs` (by name) and returns every graph output, in order.
+    pub fn run(&self, inputs: &[(&str, Value)]) -> SessionResult<Vec<(String, Value)>> {
+        let mut feeds: Vec<Option<Cow<'_, Value>>> = vec![None; self.inputs.len()];
+        for (name, value) in inputs {
+            let i = self
+                .inputs
+                .iter()
+                .position(|io| io.name == *name)
+                .ok_or_else(|| SessionError::UnknownInput {
+                    name: name.to_string(),
+                    known: self
+                        .inputs
+                        .iter()
+                        .map(|io| format!("'{}'", io.name))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            check_value(&self.inputs[i], value)?;
+            feeds[i] = Some(Cow::Borrowed(value));
+        }
+        for ((io, feed), has_default) in self.inputs.iter().zip(&feeds).zip(&self.has_default) {
+            if feed.is_none() && !has_default && !is_optional(&io.ty) {
+                return Err(SessionError::MissingInput {
+                    name: io.name.clone(),
+                    expected: describe_type(&io.ty),
+                });
+            }
+        }
+        let values = run_graph(&self.graph, feeds, &[])?;
+        Ok(self
+            .outputs
+            .iter()
+            .map(|io| io.name.clone())
+            .zip(values)
+            .collect())
+    }
+
+    /// [`Session::run`] with inputs and outputs keyed by name.
+    pub fn run_map(&self, inputs: HashMap<String, Value>) -> SessionResult<HashMap<String, Value>> {
+        let pairs: Vec<(&str, Value)> = inputs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        Ok(self.run(&pairs)?.into_iter().collect())
+    }
+}
+
+fn is_optional(ty: &Option<ValueType>) -> bool {
+    matches!(ty, Some(ValueType::Optional(_)))
+}
+
+/// A declared type in words, e.g. `float tensor [batch, 3]`.
+pub fn describe_type(ty: &Option<ValueType>) -> String {
+    match ty {
+        None => "a value of undeclared type".into(),
+        Some(t) => describe_value_type(t),
+    }
+}
+
+fn describe_value_type(ty: &ValueType) -> String {
+    match ty {
+        ValueType::Tensor { dtype, shape } | ValueType::SparseTensor { dtype, shape } => {
+            match shape {
+                Some(s) => format!("{dtype} tensor {s}"),
+                None => format!("{dtype} tensor of any rank"),
+            }
+        }
+        ValueType::Sequence(inner) => format!("sequence of {}", describe_value_type(inner)),
+        ValueType::Optional(inner) => format!("optional {}", describe_value_type(inner)),
+        ValueType::Map { key, value } => {
+            format!("map from {key} to {}", describe_value_type(value))
+        }
+    }
+}
+
+/// A runtime value in words, e.g. `int64 tensor [2, 3]`.
+pub fn describe_value(v: &Value) -> String {
+    match v {
+        Value::Tensor(t) => format!("{} tensor {:?}", t.dtype(), t.shape()),
+        Value::Sequence { dtype, items } => format!("sequence of {} {dtype} tensors", items.len()),
+        Value::Optional(None) => "an empty optional".into(),
+        Value::Optional(Some(v)) => format!("optional {}", describe_value(v)),
+        Value::Map { keys, values } => format!(
+            "map from {} to {} ({} entries)",
+            keys.dtype(),
+            values.dtype(),
+            keys.numel()
+        ),
+    }
+}
+
+/// Checks a fed value against the declared type: kind, element type, rank and static dims.
+fn check_value(io: &IoInfo, value: &Value) -> SessionResult<()> {
+    let Some(ty) = &io.ty else { return Ok(()) };
+    if type_matches(ty, value) {
+        return Ok(());
+    }
+    Err(SessionError::InputMismatch {
+        name: io.name.clone(),
+        expected: describe_value_type(ty),
+        got: describe_value(value),
+    })
+}
+
+fn type_matches(ty: &ValueType, value: &Value) -> bool {
+    match (ty, value) {
+        (ValueType::Tensor { dtype, shape }, Value::Tensor(t)) => {
+            if *dtype != t.dtype() && *dtype != onnx_runtime_ir::DataType::Undefined {
+                return false;
+            }
+            match shape {
+                None => true,
+                Some(s) => {
+                    s.rank() == t.rank()
+                        && s.dims().iter().zip(t.shape()).all(|(d, &n)| match d {
+                            Dim::Static(v) => *v == n,
+                            Dim::Symbolic(_) => true,
+                        })
+                }
+            }
+        }
+        (ValueType::Sequence(inner), Value::Sequence { dtype, items }) => match inner.as_ref() {
+            ValueType::Tensor { dtype: d, .. } => {
+                (*d == *dtype || *d == onnx_runtime_ir::DataType::Undefined)
+                    && items
+                        .iter()
+                        .all(|t| type_matches(inner, &Value::Tensor(t.clone())))
+            }
+            _ => true,
+        },
+        (ValueType::Optional(_), Value::Optional(None)) => true,
+        (ValueType::Optional(inner), Value::Optional(Some(v))) => type_matches(inner, v),
+        // An optional input may be fed its element directly.
+        (ValueType::Optional(inner), v) => type_matches(inner, v),
+        (ValueType::Map { key, .. }, Value::Map { keys, .. }) => *key == keys.dtype(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn session_is_send_and_sync() {
+        assert_send_sync::<Session>();
+    }
+}
