@@ -52,3 +52,46 @@ pub fn cases(data: &std::path::Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Runs `python3 tests/python/<script> <args>`; `false` (after saying why) when Python or
+/// its packages are missing outside CI. Panics when the script itself fails.
+pub fn python(script: &str, args: &[&std::path::Path]) -> bool {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let out = Command::new("python3").arg(&path).args(args).output();
+    match out {
+        Ok(o) if o.status.success() => {
+            print!("{}", String::from_utf8_lossy(&o.stdout));
+            true
+        }
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            if err.contains("ModuleNotFoundError")
+                && !std::env::var("CI").is_ok_and(|v| v == "true")
+            {
+                eprintln!("SKIPPED: {script} needs Python packages: {err}");
+                return false;
+            }
+            panic!(
+                "{script} failed:\n{}\n{err}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+        }
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("cannot run python3: {e}");
+            }
+            eprintln!("SKIPPED: cannot run python3: {e}");
+            false
+        }
+    }
+}
+
+/// A fresh, empty folder under the system temp folder for one test.
+pub fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("onnx-loader-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
