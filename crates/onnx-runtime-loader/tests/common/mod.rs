@@ -1,4 +1,5 @@
 //! Finding the ONNX backend test data shipped with the `onnx` Python package.
+#![allow(dead_code)] // each test binary uses a part
 
 use std::path::PathBuf;
 use std::process::Command;
