@@ -93,18 +93,20 @@ impl ConvTransposeKernel {
             let mut pb = vec![0; r];
             let mut pe = vec![0; r];
             for i in 0..r {
-                let total = full[i] as isize - target[i] as isize;
-                if total < 0 {
-                    return Err(invalid(node, format!("output_shape {target:?} is larger than the full transposed extent {full:?}")));
-                }
-                let total = total as usize;
-                if self.wa.auto_pad == AutoPad::SameUpper {
-                    pb[i] = total / 2;
-                    pe[i] = total - total / 2;
+                // A target beyond the full extent pads the end (negative total padding);
+                // halves round toward -inf like the reference.
+                let total = full[i] as i64 - target[i] as i64;
+                let half = total.div_euclid(2);
+                let (b, e) = if self.wa.auto_pad == AutoPad::SameUpper {
+                    (half, total - half)
                 } else {
-                    pb[i] = total - total / 2;
-                    pe[i] = total / 2;
+                    (total - half, half)
+                };
+                if b < 0 {
+                    return Err(invalid(node, format!("output_shape {target:?} needs negative begin padding against the full extent {full:?}")));
                 }
+                pb[i] = b as usize;
+                pe[i] = e.max(0) as usize;
             }
             (target, pb, pe)
         } else {

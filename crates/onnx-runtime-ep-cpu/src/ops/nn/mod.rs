@@ -7,11 +7,13 @@ use crate::CpuRegistry;
 pub mod common;
 mod conv;
 mod conv_transpose;
+mod dropout;
 mod gemm_op;
 mod layer_norm;
 pub mod matmul;
 mod norm;
 mod pool;
+mod resize;
 pub mod window;
 
 pub fn register(r: &mut CpuRegistry) {
@@ -22,4 +24,6 @@ pub fn register(r: &mut CpuRegistry) {
     pool::register(r);
     norm::register(r);
     layer_norm::register(r);
+    resize::register(r);
+    dropout::register(r);
 }
