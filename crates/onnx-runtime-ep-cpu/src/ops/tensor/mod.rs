@@ -1,9 +1,38 @@
-//! The `tensor` op family. Each submodule registers its kernels in [`register`].
+//! The `tensor` op family: data movement, indexing, construction, sequences and optionals,
+//! strings, detection and image sampling, and `ai.onnx.ml`. Each submodule registers its
+//! kernels in [`register`].
 
 use crate::CpuRegistry;
 
+pub(crate) mod common;
+pub(crate) mod copy;
+
+mod concat_split;
+mod construct;
+mod gather;
 mod identity;
+mod pad;
+mod reshape;
+mod scatter;
+mod select;
+mod slice;
+mod transpose;
+
+pub use concat_split::{concat_tensors, split_tensor};
+pub use gather::gather_tensor;
+pub use reshape::reshape_target;
+pub use slice::{expand_tensor, slice_tensor, tile_tensor};
+pub use transpose::transpose_tensor;
 
 pub fn register(r: &mut CpuRegistry) {
     identity::register(r);
+    reshape::register(r);
+    transpose::register(r);
+    concat_split::register(r);
+    slice::register(r);
+    pad::register(r);
+    gather::register(r);
+    scatter::register(r);
+    select::register(r);
+    construct::register(r);
 }
