@@ -208,10 +208,13 @@ fn build_range(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         let n = n as usize;
         checked_numel(&node, &[n])?;
         let vals: Vec<f64> = if dtype == DataType::Float32 {
-            // Accumulate in the element type like the reference implementations.
-            let (s, d) = (s as f32, d as f32);
+            // numpy's arange (the reference): the step is re-derived in the element type as
+            // (start + delta) - start, then start + i * step.
+            let s = s as f32;
+            let d = (s + d as f32) - s;
             (0..n).map(|i| (s + i as f32 * d) as f64).collect()
         } else {
+            let d = (s + d) - s;
             (0..n).map(|i| s + i as f64 * d).collect()
         };
         from_f64s(dtype, vec![n], &vals)
@@ -279,7 +282,7 @@ mod tests {
         let o = run(&n, 11, &[t(&[], vec![10i32]), t(&[], vec![4i32]), t(&[], vec![-2i32])]).unwrap();
         assert_eq!(out::<i32>(&o, 0).1, vec![10, 8, 6]);
         let o = run(&n, 11, &[t(&[], vec![1f32]), t(&[], vec![2f32]), t(&[], vec![0.3f32])]).unwrap();
-        assert_eq!(out::<f32>(&o, 0).1, vec![1.0, 1.3, 1.6, 1.9000001]);
+        assert_eq!(out::<f32>(&o, 0).1, vec![1.0, 1.2999999523162842, 1.5999999046325684, 1.8999998569488525]);
         let n = node("Shape", 1, 1, vec![("start", Attribute::Int(-2))]);
         let o = run(&n, 15, &[t(&[2, 3, 4], vec![0u8; 24])]).unwrap();
         assert_eq!(out::<i64>(&o, 0).1, vec![3, 4]);

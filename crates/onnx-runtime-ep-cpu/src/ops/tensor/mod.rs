@@ -12,11 +12,14 @@ mod construct;
 mod gather;
 mod identity;
 mod pad;
+mod random;
 mod reshape;
 mod scatter;
 mod select;
+mod sequence;
 mod slice;
 mod transpose;
+mod unique;
 
 pub use concat_split::{concat_tensors, split_tensor};
 pub use gather::gather_tensor;
@@ -35,4 +38,7 @@ pub fn register(r: &mut CpuRegistry) {
     scatter::register(r);
     select::register(r);
     construct::register(r);
+    unique::register(r);
+    random::register(r);
+    sequence::register(r);
 }
