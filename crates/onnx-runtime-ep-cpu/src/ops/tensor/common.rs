@@ -2,7 +2,6 @@
 //! (fixed-width bytes and strings), sub-byte unpacking, error constructors and readers for
 //! shape-like inputs.
 
-use crate::kernel::tensor_input;
 use crate::{Tensor, Value};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::DataType;
@@ -166,16 +165,6 @@ pub fn opt_ints_input(
         None => Ok(None),
         Some(t) => int_values(node, t, what).map(Some),
     }
-}
-
-/// Required integer input `index`.
-pub fn ints_input(
-    node: &str,
-    inputs: &[Option<&Value>],
-    index: usize,
-    what: &str,
-) -> Result<Vec<i64>, EpError> {
-    int_values(node, tensor_input(node, inputs, index)?, what)
 }
 
 /// A scalar (or one-element) numeric input as f64.

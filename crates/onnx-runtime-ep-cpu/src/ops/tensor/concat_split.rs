@@ -1,6 +1,8 @@
 //! Joining and cutting along one axis: Concat, Split (and the helpers the sequence ops share).
 
-use super::common::{invalid, new_out, opt_ints_input, repack, unpacked, unsupported, with_elem, Elem};
+use super::common::{
+    invalid, new_out, opt_ints_input, repack, unpacked, unsupported, with_elem, Elem,
+};
 use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::shape::normalize_axis;
 use crate::{attrs, CpuRegistry, Tensor, Value};
@@ -19,11 +21,14 @@ pub fn concat_tensors(node: &str, parts: &[&Tensor], axis: usize) -> Result<Tens
         if p.dtype() != dtype {
             return Err(invalid(
                 node,
-                format!("inputs mix {dtype} and {}; cast them to one type", p.dtype()),
+                format!(
+                    "inputs mix {dtype} and {}; cast them to one type",
+                    p.dtype()
+                ),
             ));
         }
-        let ok = p.rank() == rank
-            && (0..rank).all(|a| a == axis || p.shape()[a] == first.shape()[a]);
+        let ok =
+            p.rank() == rank && (0..rank).all(|a| a == axis || p.shape()[a] == first.shape()[a]);
         if !ok {
             return Err(invalid(
                 node,
@@ -126,11 +131,16 @@ fn build_concat(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
 }
 
 /// Sizes of `n` near-equal pieces of `dim` (ceil division, the last one smaller).
-pub fn even_sizes(node: &str, dim: usize, n: usize, uneven_ok: bool) -> Result<Vec<usize>, EpError> {
+pub fn even_sizes(
+    node: &str,
+    dim: usize,
+    n: usize,
+    uneven_ok: bool,
+) -> Result<Vec<usize>, EpError> {
     if n == 0 {
         return Err(invalid(node, "Split needs at least one output"));
     }
-    if dim % n == 0 {
+    if dim.is_multiple_of(n) {
         return Ok(vec![dim / n; n]);
     }
     if !uneven_ok {
@@ -218,9 +228,25 @@ mod tests {
     fn concat_axis_and_strings() {
         // np.concatenate([a, b], axis=-1) for a=[[1,2],[3,4]], b=[[5],[6]]
         let n = node("Concat", 2, 1, vec![("axis", Attribute::Int(-1))]);
-        let o = run(&n, 13, &[t(&[2, 2], vec![1.5f64, 2., 3., 4.]), t(&[2, 1], vec![5.0f64, 6.])]).unwrap();
-        assert_eq!(out::<f64>(&o, 0), (vec![2, 3], vec![1.5, 2., 5., 3., 4., 6.]));
-        let s = |v: &[&str]| Some(Value::Tensor(Tensor::from_strings(vec![v.len()], v.iter().map(|x| x.to_string()).collect())));
+        let o = run(
+            &n,
+            13,
+            &[
+                t(&[2, 2], vec![1.5f64, 2., 3., 4.]),
+                t(&[2, 1], vec![5.0f64, 6.]),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            out::<f64>(&o, 0),
+            (vec![2, 3], vec![1.5, 2., 5., 3., 4., 6.])
+        );
+        let s = |v: &[&str]| {
+            Some(Value::Tensor(Tensor::from_strings(
+                vec![v.len()],
+                v.iter().map(|x| x.to_string()).collect(),
+            )))
+        };
         let n = node("Concat", 2, 1, vec![("axis", Attribute::Int(0))]);
         let o = run(&n, 13, &[s(&["a"]), s(&["b", "c"])]).unwrap();
         assert_eq!(o[0].as_tensor().unwrap().strings(), &["a", "b", "c"]);
@@ -231,14 +257,14 @@ mod tests {
     fn split_forms() {
         let x = t(&[7], (0..7i64).collect());
         let n = node("Split", 1, 4, vec![("num_outputs", Attribute::Int(4))]);
-        let o = run(&n, 18, &[x.clone()]).unwrap();
+        let o = run(&n, 18, std::slice::from_ref(&x)).unwrap();
         let lens: Vec<usize> = o.iter().map(|v| v.as_tensor().unwrap().numel()).collect();
         assert_eq!(lens, vec![2, 2, 2, 1]);
         let n = node("Split", 2, 2, vec![]);
         let o = run(&n, 13, &[x.clone(), t(&[2], vec![3i64, 4])]).unwrap();
         assert_eq!(out::<i64>(&o, 1).1, vec![3, 4, 5, 6]);
         let n = node("Split", 1, 2, vec![("split", Attribute::Ints(vec![5, 2]))]);
-        let o = run(&n, 11, &[x.clone()]).unwrap();
+        let o = run(&n, 11, std::slice::from_ref(&x)).unwrap();
         assert_eq!(out::<i64>(&o, 1).1, vec![5, 6]);
         assert!(run(&node("Split", 1, 2, vec![]), 13, &[x]).is_err());
     }

@@ -77,13 +77,20 @@ fn constant_value(node: &Node) -> Result<Tensor, EpError> {
     Ok(match (name.as_str(), attr) {
         ("value", Attribute::Tensor(t)) => Tensor::from_tensor_data(t).map_err(bad)?,
         ("sparse_value", Attribute::SparseTensor(s)) => sparse_to_dense(node, s)?,
-        ("value_float", a) => Tensor::scalar(a.as_float().ok_or_else(|| bad("not a float".into()))?),
+        ("value_float", a) => {
+            Tensor::scalar(a.as_float().ok_or_else(|| bad("not a float".into()))?)
+        }
         ("value_floats", Attribute::Floats(v)) => Tensor::from_vec(vec![v.len()], v.clone()),
         ("value_int", Attribute::Int(v)) => Tensor::scalar(*v),
         ("value_ints", Attribute::Ints(v)) => Tensor::from_vec(vec![v.len()], v.clone()),
         ("value_string", Attribute::String(v)) => Tensor::from_strings(vec![], vec![v.clone()]),
         ("value_strings", Attribute::Strings(v)) => Tensor::from_strings(vec![v.len()], v.clone()),
-        (name, a) => return Err(bad(format!("unsupported attribute {name} of kind {:?}", a.kind()))),
+        (name, a) => {
+            return Err(bad(format!(
+                "unsupported attribute {name} of kind {:?}",
+                a.kind()
+            )))
+        }
     })
 }
 
@@ -124,7 +131,10 @@ fn build_constant_of_shape(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>,
             .collect::<Result<Vec<_>, _>>()?;
         let n = checked_numel(&node, &shape)?;
         if value.dtype() == DataType::String {
-            return one(Tensor::from_strings(shape, vec![value.strings()[0].clone(); n]));
+            return one(Tensor::from_strings(
+                shape,
+                vec![value.strings()[0].clone(); n],
+            ));
         }
         let b = value.bytes();
         let mut out = Tensor::zeros(value.dtype(), shape);
@@ -199,7 +209,10 @@ fn build_range(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         let l = scalar_f64(&node, ts[1], "limit")?;
         let d = scalar_f64(&node, ts[2], "delta")?;
         if d == 0.0 || !d.is_finite() {
-            return Err(invalid(&node, format!("delta must be finite and non-zero, got {d}")));
+            return Err(invalid(
+                &node,
+                format!("delta must be finite and non-zero, got {d}"),
+            ));
         }
         let n = ((l - s) / d).ceil().max(0.0);
         if !n.is_finite() {
@@ -235,7 +248,10 @@ fn build_eye_like(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError>
     Ok(kernel_fn(move |inputs| {
         let x = tensor_input(&node, inputs, 0)?;
         let [n, m] = *x.shape() else {
-            return Err(invalid(&node, format!("input must be 2-D, got {:?}", x.shape())));
+            return Err(invalid(
+                &node,
+                format!("input must be 2-D, got {:?}", x.shape()),
+            ));
         };
         let dt = dtype.unwrap_or(x.dtype());
         let mut vals = vec![0f64; n * m];
@@ -247,7 +263,9 @@ fn build_eye_like(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError>
         }
         from_f64s(dt, vec![n, m], &vals)
             .map(|t| vec![Value::Tensor(t)])
-            .ok_or_else(|| super::common::unsupported(&node, "EyeLike", dt, "numeric and bool only"))
+            .ok_or_else(|| {
+                super::common::unsupported(&node, "EyeLike", dt, "numeric and bool only")
+            })
     }))
 }
 
@@ -279,25 +297,64 @@ mod tests {
     fn range_shape_size() {
         // np.arange(10, 4, -2) and np.arange(1.0, 2.0, 0.3, dtype=np.float32)
         let n = node("Range", 3, 1, vec![]);
-        let o = run(&n, 11, &[t(&[], vec![10i32]), t(&[], vec![4i32]), t(&[], vec![-2i32])]).unwrap();
+        let o = run(
+            &n,
+            11,
+            &[t(&[], vec![10i32]), t(&[], vec![4i32]), t(&[], vec![-2i32])],
+        )
+        .unwrap();
         assert_eq!(out::<i32>(&o, 0).1, vec![10, 8, 6]);
-        let o = run(&n, 11, &[t(&[], vec![1f32]), t(&[], vec![2f32]), t(&[], vec![0.3f32])]).unwrap();
-        assert_eq!(out::<f32>(&o, 0).1, vec![1.0, 1.2999999523162842, 1.5999999046325684, 1.8999998569488525]);
+        let o = run(
+            &n,
+            11,
+            &[t(&[], vec![1f32]), t(&[], vec![2f32]), t(&[], vec![0.3f32])],
+        )
+        .unwrap();
+        assert_eq!(
+            out::<f32>(&o, 0).1,
+            [
+                1.0f64,
+                1.2999999523162842,
+                1.5999999046325684,
+                1.8999998569488525
+            ]
+            .map(|v| v as f32)
+            .to_vec()
+        );
         let n = node("Shape", 1, 1, vec![("start", Attribute::Int(-2))]);
         let o = run(&n, 15, &[t(&[2, 3, 4], vec![0u8; 24])]).unwrap();
         assert_eq!(out::<i64>(&o, 0).1, vec![3, 4]);
-        let o = run(&node("Size", 1, 1, vec![]), 13, &[t(&[2, 3, 4], vec![0u8; 24])]).unwrap();
+        let o = run(
+            &node("Size", 1, 1, vec![]),
+            13,
+            &[t(&[2, 3, 4], vec![0u8; 24])],
+        )
+        .unwrap();
         assert_eq!(out::<i64>(&o, 0), (vec![], vec![24]));
     }
 
     #[test]
     fn eye_like_and_constant_of_shape() {
         // np.eye(2, 3, k=1, dtype=np.int32)
-        let n = node("EyeLike", 1, 1, vec![("k", Attribute::Int(1)), ("dtype", Attribute::Int(6))]);
+        let n = node(
+            "EyeLike",
+            1,
+            1,
+            vec![("k", Attribute::Int(1)), ("dtype", Attribute::Int(6))],
+        );
         let o = run(&n, 9, &[t(&[2, 3], vec![0f32; 6])]).unwrap();
         assert_eq!(out::<i32>(&o, 0).1, vec![0, 1, 0, 0, 0, 1]);
-        let value = onnx_runtime_ir::TensorData::from_bytes(onnx_runtime_ir::DataType::Int64, vec![1], 7i64.to_le_bytes().to_vec());
-        let n = node("ConstantOfShape", 1, 1, vec![("value", Attribute::Tensor(value))]);
+        let value = onnx_runtime_ir::TensorData::from_bytes(
+            onnx_runtime_ir::DataType::Int64,
+            vec![1],
+            7i64.to_le_bytes().to_vec(),
+        );
+        let n = node(
+            "ConstantOfShape",
+            1,
+            1,
+            vec![("value", Attribute::Tensor(value))],
+        );
         let o = run(&n, 9, &[t(&[2], vec![2i64, 2])]).unwrap();
         assert_eq!(out::<i64>(&o, 0), (vec![2, 2], vec![7; 4]));
     }

@@ -163,7 +163,9 @@ fn runs(table: &[Option<usize>]) -> Vec<Run> {
             (_, None) => out.push(Run::Fill(1)),
             (Some(Run::Copy { start, len }), Some(s)) if *start + *len == s => *len += 1,
             (Some(last @ Run::Single(_)), Some(s)) => {
-                let Run::Single(p) = *last else { unreachable!() };
+                let Run::Single(p) = *last else {
+                    unreachable!()
+                };
                 if p + 1 == s {
                     *last = Run::Copy { start: p, len: 2 };
                 } else {
@@ -254,7 +256,14 @@ mod tests {
         // A 3-D permutation checked against index arithmetic.
         let shape = [3usize, 5, 7];
         let src: Vec<u32> = (0..105).collect();
-        for perm in [[0, 1, 2], [2, 1, 0], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0]] {
+        for perm in [
+            [0, 1, 2],
+            [2, 1, 0],
+            [1, 0, 2],
+            [0, 2, 1],
+            [2, 0, 1],
+            [1, 2, 0],
+        ] {
             let mut got = vec![0u32; 105];
             transpose(&src, &shape, &perm, &mut got);
             let os: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();

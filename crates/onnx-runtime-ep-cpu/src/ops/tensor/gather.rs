@@ -13,7 +13,10 @@ pub fn resolve_index(node: &str, idx: i64, dim: usize, what: &str) -> Result<usi
     if i < 0 || i >= d {
         return Err(invalid(
             node,
-            format!("{what} {idx} is out of range for an axis of length {dim}; use -{dim}..{}", d - 1),
+            format!(
+                "{what} {idx} is out of range for an axis of length {dim}; use -{dim}..{}",
+                d - 1
+            ),
         ));
     }
     Ok(i as usize)
@@ -123,16 +126,23 @@ fn build_gather_elements(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, E
         let strides = strides_of(x.shape());
         let idx = int_values(&node, indices, "indices")?;
         let mut bad = None;
-        let out = move_data!(&node, "GatherElements", x, indices.shape().to_vec(), T, |src, dst| {
-            for_each_elementwise(indices.shape(), &strides, a, |l, base| {
-                match resolve_index(&node, idx[l], dim, "index") {
+        let out = move_data!(
+            &node,
+            "GatherElements",
+            x,
+            indices.shape().to_vec(),
+            T,
+            |src, dst| {
+                for_each_elementwise(indices.shape(), &strides, a, |l, base| match resolve_index(
+                    &node, idx[l], dim, "index",
+                ) {
                     Ok(i) => dst[l] = src[base + i * strides[a]].clone(),
                     Err(e) => {
                         bad.get_or_insert(e);
                     }
-                }
-            })
-        });
+                })
+            }
+        );
         match bad {
             Some(e) => Err(e),
             None => one(out),
@@ -144,7 +154,11 @@ fn build_gather_nd(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
     let node = ctx.node.describe();
     let b = attrs::int(ctx.node, "batch_dims", 0)?;
     if b < 0 {
-        return Err(EpError::invalid_attribute(ctx.node, "batch_dims", "must be non-negative"));
+        return Err(EpError::invalid_attribute(
+            ctx.node,
+            "batch_dims",
+            "must be non-negative",
+        ));
     }
     let b = b as usize;
     Ok(kernel_fn(move |inputs| {
@@ -162,7 +176,10 @@ fn build_gather_nd(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
         if k > ds.len() - b {
             return Err(invalid(
                 &node,
-                format!("index tuples of length {k} exceed data rank {} minus batch_dims {b}", ds.len()),
+                format!(
+                    "index tuples of length {k} exceed data rank {} minus batch_dims {b}",
+                    ds.len()
+                ),
             ));
         }
         let batches: usize = ds[..b].iter().product();
@@ -186,13 +203,20 @@ fn build_gather_nd(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
         }
         let mut out_shape = is[..q - 1].to_vec();
         out_shape.extend_from_slice(&ds[b + k..]);
-        one(move_data!(&node, "GatherND", x, out_shape, T, |src, dst| {
-            if slice > 0 {
-                for (row, &off) in dst.chunks_mut(slice).zip(&offsets) {
-                    row.clone_from_slice(&src[off..off + slice]);
+        one(move_data!(
+            &node,
+            "GatherND",
+            x,
+            out_shape,
+            T,
+            |src, dst| {
+                if slice > 0 {
+                    for (row, &off) in dst.chunks_mut(slice).zip(&offsets) {
+                        row.clone_from_slice(&src[off..off + slice]);
+                    }
                 }
             }
-        }))
+        ))
     }))
 }
 
@@ -217,20 +241,46 @@ mod tests {
     fn gather_axis1_negative() {
         // np.take(np.arange(12).reshape(3,4), [[-1, 0]], axis=1)
         let n = node("Gather", 2, 1, vec![("axis", Attribute::Int(1))]);
-        let o = run(&n, 13, &[t(&[3, 4], (0..12i64).collect()), t(&[1, 2], vec![-1i32, 0])]).unwrap();
+        let o = run(
+            &n,
+            13,
+            &[t(&[3, 4], (0..12i64).collect()), t(&[1, 2], vec![-1i32, 0])],
+        )
+        .unwrap();
         assert_eq!(out::<i64>(&o, 0), (vec![3, 1, 2], vec![3, 0, 7, 4, 11, 8]));
-        assert!(run(&n, 13, &[t(&[3, 4], (0..12i64).collect()), t(&[1], vec![4i64])]).is_err());
+        assert!(run(
+            &n,
+            13,
+            &[t(&[3, 4], (0..12i64).collect()), t(&[1], vec![4i64])]
+        )
+        .is_err());
     }
 
     #[test]
     fn gather_elements_and_nd() {
         // np.take_along_axis([[1,2],[3,4]], [[0,0],[1,0]], axis=1)
         let n = node("GatherElements", 2, 1, vec![("axis", Attribute::Int(1))]);
-        let o = run(&n, 13, &[t(&[2, 2], vec![1f32, 2., 3., 4.]), t(&[2, 2], vec![0i64, 0, 1, 0])]).unwrap();
+        let o = run(
+            &n,
+            13,
+            &[
+                t(&[2, 2], vec![1f32, 2., 3., 4.]),
+                t(&[2, 2], vec![0i64, 0, 1, 0]),
+            ],
+        )
+        .unwrap();
         assert_eq!(out::<f32>(&o, 0).1, vec![1., 1., 4., 3.]);
         // GatherND batch_dims=1: data [[[0,1],[2,3]],[[4,5],[6,7]]], indices [[1],[0]] -> [[2,3],[4,5]]
         let n = node("GatherND", 2, 1, vec![("batch_dims", Attribute::Int(1))]);
-        let o = run(&n, 13, &[t(&[2, 2, 2], (0..8i32).collect()), t(&[2, 1], vec![1i64, 0])]).unwrap();
+        let o = run(
+            &n,
+            13,
+            &[
+                t(&[2, 2, 2], (0..8i32).collect()),
+                t(&[2, 1], vec![1i64, 0]),
+            ],
+        )
+        .unwrap();
         assert_eq!(out::<i32>(&o, 0), (vec![2, 2], vec![2, 3, 4, 5]));
     }
 }

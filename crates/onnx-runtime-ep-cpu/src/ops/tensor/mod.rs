@@ -2,6 +2,11 @@
 //! strings, detection and image sampling, and `ai.onnx.ml`. Each submodule registers its
 //! kernels in [`register`].
 
+// Element-generic bodies (`with_elem!`, `move_data!`) are expanded for Copy types and for
+// String alike, so `.clone()` is needed in general; the macros' closure-like bodies read
+// best in braces.
+#![allow(clippy::clone_on_copy, unused_braces)]
+
 use crate::CpuRegistry;
 
 pub(crate) mod common;

@@ -1,8 +1,6 @@
 //! Padding and cropping: Pad (constant, reflect, edge, wrap) and CenterCropPad.
 
-use super::common::{
-    checked_numel, int_values, invalid, move_data, one, opt_ints_input, unpacked,
-};
+use super::common::{checked_numel, int_values, invalid, move_data, one, opt_ints_input, unpacked};
 use super::copy;
 use crate::kernel::{kernel_fn, optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::shape::normalize_axes;
@@ -85,8 +83,11 @@ fn pad_tensor(
             ),
         ));
     }
-    let mut tables: Vec<Vec<Option<usize>>> =
-        x.shape().iter().map(|&d| (0..d).map(Some).collect()).collect();
+    let mut tables: Vec<Vec<Option<usize>>> = x
+        .shape()
+        .iter()
+        .map(|&d| (0..d).map(Some).collect())
+        .collect();
     for (k, &a) in axes.iter().enumerate() {
         tables[a] = axis_table(node, x.shape()[a], pads[k], pads[k + axes.len()], mode)?;
     }
@@ -174,8 +175,11 @@ fn build_center_crop_pad(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, E
                 format!("shape {shape:?} must have one entry per axis {axes:?}"),
             ));
         }
-        let mut tables: Vec<Vec<Option<usize>>> =
-            x.shape().iter().map(|&d| (0..d).map(Some).collect()).collect();
+        let mut tables: Vec<Vec<Option<usize>>> = x
+            .shape()
+            .iter()
+            .map(|&d| (0..d).map(Some).collect())
+            .collect();
         for (&a, &t) in axes.iter().zip(&shape) {
             let t = super::common::to_dim(&node, t, "shape")?;
             let d = x.shape()[a];
@@ -190,9 +194,14 @@ fn build_center_crop_pad(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, E
             };
         }
         let out_shape: Vec<usize> = tables.iter().map(|t| t.len()).collect();
-        one(move_data!(&node, "CenterCropPad", x, out_shape, T, |src, dst| {
-            copy::gather_tables(src, x.shape(), &tables, &T::default(), dst)
-        }))
+        one(move_data!(
+            &node,
+            "CenterCropPad",
+            x,
+            out_shape,
+            T,
+            |src, dst| { copy::gather_tables(src, x.shape(), &tables, &T::default(), dst) }
+        ))
     }))
 }
 
@@ -218,9 +227,18 @@ mod tests {
     fn modes_match_numpy() {
         let x = vec![1.0f32, 2., 3.];
         // np.pad(x, (4, 2), mode=...)
-        assert_eq!(pad("reflect", x.clone(), vec![4, 2]), vec![1., 2., 3., 2., 1., 2., 3., 2., 1.]);
-        assert_eq!(pad("edge", x.clone(), vec![4, 2]), vec![1., 1., 1., 1., 1., 2., 3., 3., 3.]);
-        assert_eq!(pad("wrap", x.clone(), vec![4, 2]), vec![3., 1., 2., 3., 1., 2., 3., 1., 2.]);
+        assert_eq!(
+            pad("reflect", x.clone(), vec![4, 2]),
+            vec![1., 2., 3., 2., 1., 2., 3., 2., 1.]
+        );
+        assert_eq!(
+            pad("edge", x.clone(), vec![4, 2]),
+            vec![1., 1., 1., 1., 1., 2., 3., 3., 3.]
+        );
+        assert_eq!(
+            pad("wrap", x.clone(), vec![4, 2]),
+            vec![3., 1., 2., 3., 1., 2., 3., 1., 2.]
+        );
         assert_eq!(pad("constant", x.clone(), vec![-1, 1]), vec![2., 3., 0.]);
     }
 
@@ -228,7 +246,17 @@ mod tests {
     fn constant_value_and_axes() {
         let n = node("Pad", 4, 1, vec![]);
         let x = t(&[2, 2], vec![1i32, 2, 3, 4]);
-        let o = run(&n, 18, &[x, t(&[2], vec![1i64, 0]), t(&[], vec![7i32]), t(&[1], vec![-1i64])]).unwrap();
+        let o = run(
+            &n,
+            18,
+            &[
+                x,
+                t(&[2], vec![1i64, 0]),
+                t(&[], vec![7i32]),
+                t(&[1], vec![-1i64]),
+            ],
+        )
+        .unwrap();
         assert_eq!(out::<i32>(&o, 0), (vec![2, 3], vec![7, 1, 2, 7, 3, 4]));
     }
 

@@ -78,9 +78,20 @@ fn dist(node: &Node) -> Result<Dist, EpError> {
     })
 }
 
-fn sample(node: &str, rng: &Mutex<Rng>, d: Dist, dtype: DataType, shape: Vec<usize>) -> Result<Tensor, EpError> {
+fn sample(
+    node: &str,
+    rng: &Mutex<Rng>,
+    d: Dist,
+    dtype: DataType,
+    shape: Vec<usize>,
+) -> Result<Tensor, EpError> {
     if !dtype.is_float() {
-        return Err(unsupported(node, "Random", dtype, "random values are floats"));
+        return Err(unsupported(
+            node,
+            "Random",
+            dtype,
+            "random values are floats",
+        ));
     }
     let n: usize = super::common::checked_numel(node, &shape)?;
     let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
@@ -90,7 +101,14 @@ fn sample(node: &str, rng: &Mutex<Rng>, d: Dist, dtype: DataType, shape: Vec<usi
             Dist::Uniform { low, high } => low + (high - low) * r.uniform(),
         })
         .collect();
-    from_f64s(dtype, shape, &vals).ok_or_else(|| unsupported(node, "Random", dtype, "float, double, float16 or bfloat16 only"))
+    from_f64s(dtype, shape, &vals).ok_or_else(|| {
+        unsupported(
+            node,
+            "Random",
+            dtype,
+            "float, double, float16 or bfloat16 only",
+        )
+    })
 }
 
 fn build_random(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
@@ -102,7 +120,9 @@ fn build_random(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         .iter()
         .map(|&v| super::common::to_dim(&node, v, "shape"))
         .collect::<Result<_, _>>()?;
-    Ok(kernel_fn(move |_| one(sample(&node, &rng, d, dtype, shape.clone())?)))
+    Ok(kernel_fn(move |_| {
+        one(sample(&node, &rng, d, dtype, shape.clone())?)
+    }))
 }
 
 fn build_random_like(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
@@ -126,7 +146,12 @@ fn build_bernoulli(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
         let p = x
             .to_f64_vec()
             .filter(|_| x.dtype().is_float())
-            .ok_or_else(|| invalid(&node, format!("probabilities must be floats, got {}", x.dtype())))?;
+            .ok_or_else(|| {
+                invalid(
+                    &node,
+                    format!("probabilities must be floats, got {}", x.dtype()),
+                )
+            })?;
         let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
         let vals: Vec<f64> = p.iter().map(|&p| (r.uniform() < p) as u8 as f64).collect();
         let dt = dtype.unwrap_or(x.dtype());
@@ -143,16 +168,29 @@ fn build_multinomial(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErr
     let samples = super::common::to_dim(&node, samples, "sample_size")?;
     let dtype = dtype_attr(ctx.node, Some(DataType::Int32))?.unwrap_or(DataType::Int32);
     if !matches!(dtype, DataType::Int32 | DataType::Int64) {
-        return Err(EpError::invalid_attribute(ctx.node, "dtype", "must be int32 or int64"));
+        return Err(EpError::invalid_attribute(
+            ctx.node,
+            "dtype",
+            "must be int32 or int64",
+        ));
     }
     Ok(kernel_fn(move |inputs| {
         let x = tensor_input(&node, inputs, 0)?;
         let [batch, classes] = *x.shape() else {
-            return Err(invalid(&node, format!("input must be [batch, classes], got {:?}", x.shape())));
+            return Err(invalid(
+                &node,
+                format!("input must be [batch, classes], got {:?}", x.shape()),
+            ));
         };
-        let logits = x.to_f64_vec().filter(|_| x.dtype().is_float()).ok_or_else(|| {
-            invalid(&node, format!("input must be float log-probabilities, got {}", x.dtype()))
-        })?;
+        let logits = x
+            .to_f64_vec()
+            .filter(|_| x.dtype().is_float())
+            .ok_or_else(|| {
+                invalid(
+                    &node,
+                    format!("input must be float log-probabilities, got {}", x.dtype()),
+                )
+            })?;
         let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::with_capacity(batch * samples);
         for b in 0..batch {
@@ -168,7 +206,10 @@ fn build_multinomial(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErr
             let total = cdf.last().copied().unwrap_or(0.0);
             for _ in 0..samples {
                 let u = r.uniform() * total;
-                let k = cdf.iter().position(|&c| u < c).unwrap_or(classes.saturating_sub(1));
+                let k = cdf
+                    .iter()
+                    .position(|&c| u < c)
+                    .unwrap_or(classes.saturating_sub(1));
                 out.push(k as f64);
             }
         }
@@ -204,22 +245,38 @@ mod tests {
 
     #[test]
     fn uniform_range_and_normal_moments() {
-        let n = node("RandomUniform", 0, 1, vec![
-            ("shape", Attribute::Ints(vec![100, 50])),
-            ("low", Attribute::Float(-2.0)),
-            ("high", Attribute::Float(3.0)),
-            ("seed", Attribute::Float(1.0)),
-        ]);
+        let n = node(
+            "RandomUniform",
+            0,
+            1,
+            vec![
+                ("shape", Attribute::Ints(vec![100, 50])),
+                ("low", Attribute::Float(-2.0)),
+                ("high", Attribute::Float(3.0)),
+                ("seed", Attribute::Float(1.0)),
+            ],
+        );
         let o = run(&n, 13, &[]).unwrap();
         let (s, v) = out::<f32>(&o, 0);
         assert_eq!(s, vec![100, 50]);
         assert!(v.iter().all(|&x| (-2.0..3.0).contains(&x)));
-        let n = node("RandomNormalLike", 1, 1, vec![("mean", Attribute::Float(5.0)), ("seed", Attribute::Float(2.0))]);
+        let n = node(
+            "RandomNormalLike",
+            1,
+            1,
+            vec![
+                ("mean", Attribute::Float(5.0)),
+                ("seed", Attribute::Float(2.0)),
+            ],
+        );
         let o = run(&n, 13, &[t(&[20000], vec![0f64; 20000])]).unwrap();
         let v = out::<f64>(&o, 0).1;
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64;
-        assert!((mean - 5.0).abs() < 0.05 && (var - 1.0).abs() < 0.05, "{mean} {var}");
+        assert!(
+            (mean - 5.0).abs() < 0.05 && (var - 1.0).abs() < 0.05,
+            "{mean} {var}"
+        );
     }
 
     #[test]
@@ -227,8 +284,16 @@ mod tests {
         let n = node("Bernoulli", 1, 1, vec![("seed", Attribute::Float(0.0))]);
         let o = run(&n, 15, &[t(&[4], vec![0f32, 1., 0., 1.])]).unwrap();
         assert_eq!(out::<f32>(&o, 0).1, vec![0., 1., 0., 1.]);
-        let n = node("Multinomial", 1, 1, vec![("sample_size", Attribute::Int(10))]);
+        let n = node(
+            "Multinomial",
+            1,
+            1,
+            vec![("sample_size", Attribute::Int(10))],
+        );
         let o = run(&n, 7, &[t(&[2, 3], vec![0f32, -1e9, -1e9, -1e9, -1e9, 0.])]).unwrap();
-        assert_eq!(out::<i32>(&o, 0), (vec![2, 10], [vec![0; 10], vec![2; 10]].concat()));
+        assert_eq!(
+            out::<i32>(&o, 0),
+            (vec![2, 10], [vec![0; 10], vec![2; 10]].concat())
+        );
     }
 }

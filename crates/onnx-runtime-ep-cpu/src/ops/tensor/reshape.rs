@@ -56,7 +56,7 @@ pub fn reshape_target(
     }
     let known: usize = out.iter().product();
     if let Some(i) = infer {
-        if known == 0 || numel % known != 0 {
+        if known == 0 || !numel.is_multiple_of(known) {
             return Err(invalid(
                 node,
                 format!("cannot infer -1 in {target:?} for input shape {in_shape:?}"),
@@ -213,13 +213,28 @@ mod tests {
     #[test]
     fn squeeze_unsqueeze_flatten() {
         let x = t(&[1, 3, 1, 2], vec![1i32, 2, 3, 4, 5, 6]);
-        let o = run(&node("Squeeze", 1, 1, vec![]), 13, &[x.clone()]).unwrap();
+        let o = run(&node("Squeeze", 1, 1, vec![]), 13, std::slice::from_ref(&x)).unwrap();
         assert_eq!(out::<i32>(&o, 0).0, vec![3, 2]);
-        let o = run(&node("Squeeze", 2, 1, vec![]), 13, &[x.clone(), t(&[1], vec![-2i64])]).unwrap();
+        let o = run(
+            &node("Squeeze", 2, 1, vec![]),
+            13,
+            &[x.clone(), t(&[1], vec![-2i64])],
+        )
+        .unwrap();
         assert_eq!(out::<i32>(&o, 0).0, vec![1, 3, 2]);
-        assert!(run(&node("Squeeze", 2, 1, vec![]), 13, &[x.clone(), t(&[1], vec![1i64])]).is_err());
-        let n = node("Unsqueeze", 1, 1, vec![("axes", Attribute::Ints(vec![0, -1]))]);
-        let o = run(&n, 11, &[x.clone()]).unwrap();
+        assert!(run(
+            &node("Squeeze", 2, 1, vec![]),
+            13,
+            &[x.clone(), t(&[1], vec![1i64])]
+        )
+        .is_err());
+        let n = node(
+            "Unsqueeze",
+            1,
+            1,
+            vec![("axes", Attribute::Ints(vec![0, -1]))],
+        );
+        let o = run(&n, 11, std::slice::from_ref(&x)).unwrap();
         assert_eq!(out::<i32>(&o, 0).0, vec![1, 1, 3, 1, 2, 1]);
         let n = node("Flatten", 1, 1, vec![("axis", Attribute::Int(-2))]);
         let o = run(&n, 13, &[x]).unwrap();

@@ -1,7 +1,9 @@
 //! Writes by index: ScatterND, ScatterElements, Scatter (deprecated), each with the
 //! reductions none, add, mul, max and min where the opset has them.
 
-use super::common::{int_values, invalid, one, repack, strides_of, unpacked, unsupported, with_elem, Elem};
+use super::common::{
+    int_values, invalid, one, repack, strides_of, unpacked, unsupported, with_elem, Elem,
+};
 use super::gather::{check_elementwise_shapes, for_each_elementwise, resolve_index};
 use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::shape::normalize_axis;
@@ -96,7 +98,11 @@ fn scatter_runs(
     if updates.dtype() != data.dtype() {
         return Err(invalid(
             node,
-            format!("updates are {} but data is {}", updates.dtype(), data.dtype()),
+            format!(
+                "updates are {} but data is {}",
+                updates.dtype(),
+                data.dtype()
+            ),
         ));
     }
     if r == Reduction::None {
@@ -143,7 +149,10 @@ fn build_scatter_nd(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErro
         if updates.shape() != want.as_slice() {
             return Err(invalid(
                 &node,
-                format!("updates must have shape {want:?}, got {:?}", updates.shape()),
+                format!(
+                    "updates must have shape {want:?}, got {:?}",
+                    updates.shape()
+                ),
             ));
         }
         let len: usize = ds[k..].iter().product();
@@ -158,7 +167,15 @@ fn build_scatter_nd(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErro
             }
             targets.push((off, t * len));
         }
-        one(scatter_runs(&node, "ScatterND", data, updates, &targets, len, red)?)
+        one(scatter_runs(
+            &node,
+            "ScatterND",
+            data,
+            updates,
+            &targets,
+            len,
+            red,
+        )?)
     }))
 }
 
@@ -188,12 +205,12 @@ fn build_scatter_elements(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, 
         let idx = int_values(&node, indices, "indices")?;
         let mut targets = Vec::with_capacity(idx.len());
         let mut bad = None;
-        for_each_elementwise(indices.shape(), &strides, a, |l, base| {
-            match resolve_index(&node, idx[l], dim, "index") {
-                Ok(i) => targets.push((base + i * strides[a], l)),
-                Err(e) => {
-                    bad.get_or_insert(e);
-                }
+        for_each_elementwise(indices.shape(), &strides, a, |l, base| match resolve_index(
+            &node, idx[l], dim, "index",
+        ) {
+            Ok(i) => targets.push((base + i * strides[a], l)),
+            Err(e) => {
+                bad.get_or_insert(e);
             }
         });
         if let Some(e) = bad {
@@ -221,11 +238,20 @@ mod tests {
     #[test]
     fn scatter_nd_add() {
         // onnx reference ScatterND reduction=add with a repeated index.
-        let n = node("ScatterND", 3, 1, vec![("reduction", Attribute::String("add".into()))]);
+        let n = node(
+            "ScatterND",
+            3,
+            1,
+            vec![("reduction", Attribute::String("add".into()))],
+        );
         let o = run(
             &n,
             16,
-            &[t(&[4], vec![1f32, 2., 3., 4.]), t(&[3, 1], vec![1i64, 1, -1]), t(&[3], vec![10f32, 20., 30.])],
+            &[
+                t(&[4], vec![1f32, 2., 3., 4.]),
+                t(&[3, 1], vec![1i64, 1, -1]),
+                t(&[3], vec![10f32, 20., 30.]),
+            ],
         )
         .unwrap();
         assert_eq!(out::<f32>(&o, 0).1, vec![1., 32., 3., 34.]);
@@ -234,15 +260,41 @@ mod tests {
     #[test]
     fn scatter_elements_forms() {
         // ScatterElements axis=1: data zeros(2,3), indices [[1,0],[2,2]], updates [[5,6],[7,8]].
-        let n = node("ScatterElements", 3, 1, vec![("axis", Attribute::Int(1)), ("reduction", Attribute::String("max".into()))]);
+        let n = node(
+            "ScatterElements",
+            3,
+            1,
+            vec![
+                ("axis", Attribute::Int(1)),
+                ("reduction", Attribute::String("max".into())),
+            ],
+        );
         let o = run(
             &n,
             18,
-            &[t(&[2, 3], vec![0i32; 6]), t(&[2, 2], vec![1i64, 0, 2, 2]), t(&[2, 2], vec![5i32, 6, 7, 8])],
+            &[
+                t(&[2, 3], vec![0i32; 6]),
+                t(&[2, 2], vec![1i64, 0, 2, 2]),
+                t(&[2, 2], vec![5i32, 6, 7, 8]),
+            ],
         )
         .unwrap();
         assert_eq!(out::<i32>(&o, 0).1, vec![6, 5, 0, 0, 0, 8]);
-        let bad = node("ScatterElements", 3, 1, vec![("reduction", Attribute::String("max".into()))]);
-        assert!(run(&bad, 16, &[t(&[1], vec![0i32]), t(&[1], vec![0i64]), t(&[1], vec![1i32])]).is_err());
+        let bad = node(
+            "ScatterElements",
+            3,
+            1,
+            vec![("reduction", Attribute::String("max".into()))],
+        );
+        assert!(run(
+            &bad,
+            16,
+            &[
+                t(&[1], vec![0i32]),
+                t(&[1], vec![0i64]),
+                t(&[1], vec![1i32])
+            ]
+        )
+        .is_err());
     }
 }

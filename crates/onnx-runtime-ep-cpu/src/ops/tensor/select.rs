@@ -31,7 +31,11 @@ fn build_where(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         if x.dtype() != y.dtype() {
             return Err(invalid(
                 &node,
-                format!("X is {} but Y is {}; cast them to one type", x.dtype(), y.dtype()),
+                format!(
+                    "X is {} but Y is {}; cast them to one type",
+                    x.dtype(),
+                    y.dtype()
+                ),
             ));
         }
         let shape = broadcast_shapes(&node, &[c.shape(), x.shape(), y.shape()])?;
@@ -39,18 +43,34 @@ fn build_where(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         let sx = broadcast_strides(x.shape(), &shape);
         let sy = broadcast_strides(y.shape(), &shape);
         let yu = unpacked(y);
-        one(move_data!(&node, "Where", x, shape.clone(), T, |xs, dst| {
-            let ys = T::items(&yu);
-            if c.shape() == shape.as_slice() && x.shape() == c.shape() && y.shape() == c.shape() {
-                for (i, d) in dst.iter_mut().enumerate() {
-                    *d = if cond[i] != 0 { xs[i].clone() } else { ys[i].clone() };
+        one(move_data!(
+            &node,
+            "Where",
+            x,
+            shape.clone(),
+            T,
+            |xs, dst| {
+                let ys = T::items(&yu);
+                if c.shape() == shape.as_slice() && x.shape() == c.shape() && y.shape() == c.shape()
+                {
+                    for (i, d) in dst.iter_mut().enumerate() {
+                        *d = if cond[i] != 0 {
+                            xs[i].clone()
+                        } else {
+                            ys[i].clone()
+                        };
+                    }
+                } else {
+                    for_each_offset(&shape, [&sc, &sx, &sy], |i, [oc, ox, oy]| {
+                        dst[i] = if cond[oc] != 0 {
+                            xs[ox].clone()
+                        } else {
+                            ys[oy].clone()
+                        };
+                    });
                 }
-            } else {
-                for_each_offset(&shape, [&sc, &sx, &sy], |i, [oc, ox, oy]| {
-                    dst[i] = if cond[oc] != 0 { xs[ox].clone() } else { ys[oy].clone() };
-                });
             }
-        }))
+        ))
     }))
 }
 
@@ -69,7 +89,10 @@ fn build_compress(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError>
         if cond.iter().skip(dim).any(|&v| v != 0) {
             return Err(invalid(
                 &node,
-                format!("condition selects index {} past the axis length {dim}", cond.len() - 1),
+                format!(
+                    "condition selects index {} past the axis length {dim}",
+                    cond.len() - 1
+                ),
             ));
         }
         let idx: Vec<i64> = (0..dim.min(cond.len()))
@@ -108,10 +131,26 @@ fn nonzero_mask(node: &str, x: &Tensor) -> Result<Vec<bool>, EpError> {
             })
             .collect(),
         d => match u.dtype().bit_width() {
-            Some(16) => u.data::<u16>().iter().map(|&v| v as u64 & sign_mask != 0).collect(),
-            Some(32) => u.data::<u32>().iter().map(|&v| v as u64 & sign_mask != 0).collect(),
-            Some(64) => u.data::<u64>().iter().map(|&v| v & sign_mask != 0).collect(),
-            Some(8) => u.bytes().iter().map(|&v| v as u64 & sign_mask != 0).collect(),
+            Some(16) => u
+                .data::<u16>()
+                .iter()
+                .map(|&v| v as u64 & sign_mask != 0)
+                .collect(),
+            Some(32) => u
+                .data::<u32>()
+                .iter()
+                .map(|&v| v as u64 & sign_mask != 0)
+                .collect(),
+            Some(64) => u
+                .data::<u64>()
+                .iter()
+                .map(|&v| v & sign_mask != 0)
+                .collect(),
+            Some(8) => u
+                .bytes()
+                .iter()
+                .map(|&v| v as u64 & sign_mask != 0)
+                .collect(),
             _ => return Err(unsupported(node, "NonZero", d, "it has no element storage")),
         },
     })
@@ -147,24 +186,34 @@ fn build_trilu(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
             None => 0,
         };
         if x.rank() < 2 {
-            return Err(invalid(&node, format!("input must be at least 2-D, got {:?}", x.shape())));
+            return Err(invalid(
+                &node,
+                format!("input must be at least 2-D, got {:?}", x.shape()),
+            ));
         }
         let (n, m) = (x.shape()[x.rank() - 2], x.shape()[x.rank() - 1]);
-        one(move_data!(&node, "Trilu", x, x.shape().to_vec(), T, |src, dst| {
-            dst.clone_from_slice(src);
-            if n * m > 0 {
-                for plane in dst.chunks_mut(n * m) {
-                    for i in 0..n {
-                        for j in 0..m {
-                            let d = j as i64 - i as i64;
-                            if (upper && d < k) || (!upper && d > k) {
-                                plane[i * m + j] = T::default();
+        one(move_data!(
+            &node,
+            "Trilu",
+            x,
+            x.shape().to_vec(),
+            T,
+            |src, dst| {
+                dst.clone_from_slice(src);
+                if n * m > 0 {
+                    for plane in dst.chunks_mut(n * m) {
+                        for i in 0..n {
+                            for j in 0..m {
+                                let d = j as i64 - i as i64;
+                                if (upper && d < k) || (!upper && d > k) {
+                                    plane[i * m + j] = T::default();
+                                }
                             }
                         }
                     }
                 }
             }
-        }))
+        ))
     }))
 }
 
@@ -176,7 +225,9 @@ fn build_reverse_sequence(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, 
         return Err(EpError::invalid_attribute(
             ctx.node,
             "batch_axis",
-            format!("batch_axis {batch_axis} and time_axis {time_axis} must be 0 and 1 in some order"),
+            format!(
+                "batch_axis {batch_axis} and time_axis {time_axis} must be 0 and 1 in some order"
+            ),
         ));
     }
     let (ba, ta) = (batch_axis as usize, time_axis as usize);
@@ -186,7 +237,10 @@ fn build_reverse_sequence(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, 
         if x.rank() < 2 || lens.len() != x.shape()[ba] {
             return Err(invalid(
                 &node,
-                format!("sequence_lens {lens:?} must have one entry per batch of {:?}", x.shape()),
+                format!(
+                    "sequence_lens {lens:?} must have one entry per batch of {:?}",
+                    x.shape()
+                ),
             ));
         }
         let st = strides_of(x.shape());
@@ -194,20 +248,30 @@ fn build_reverse_sequence(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, 
         let inner: usize = x.shape()[2..].iter().product();
         for &l in &lens {
             if l < 0 || l as usize > steps {
-                return Err(invalid(&node, format!("sequence length {l} is outside 0..={steps}")));
+                return Err(invalid(
+                    &node,
+                    format!("sequence length {l} is outside 0..={steps}"),
+                ));
             }
         }
-        one(move_data!(&node, "ReverseSequence", x, x.shape().to_vec(), T, |src, dst| {
-            dst.clone_from_slice(src);
-            for (b, &l) in lens.iter().enumerate() {
-                let l = l as usize;
-                for t in 0..l {
-                    let to = b * st[ba] + t * st[ta];
-                    let from = b * st[ba] + (l - 1 - t) * st[ta];
-                    dst[to..to + inner].clone_from_slice(&src[from..from + inner]);
+        one(move_data!(
+            &node,
+            "ReverseSequence",
+            x,
+            x.shape().to_vec(),
+            T,
+            |src, dst| {
+                dst.clone_from_slice(src);
+                for (b, &l) in lens.iter().enumerate() {
+                    let l = l as usize;
+                    for t in 0..l {
+                        let to = b * st[ba] + t * st[ta];
+                        let from = b * st[ba] + (l - 1 - t) * st[ta];
+                        dst[to..to + inner].clone_from_slice(&src[from..from + inner]);
+                    }
                 }
             }
-        }))
+        ))
     }))
 }
 
@@ -222,12 +286,20 @@ fn build_one_hot(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> 
             return Err(invalid(&node, "values must hold [off_value, on_value]"));
         }
         if depth < 1.0 {
-            return Err(invalid(&node, format!("depth must be at least 1, got {depth}")));
+            return Err(invalid(
+                &node,
+                format!("depth must be at least 1, got {depth}"),
+            ));
         }
         let depth = depth as i64;
         let idx: Vec<i64> = ind
             .to_f64_vec()
-            .ok_or_else(|| invalid(&node, format!("indices must be numeric, got {}", ind.dtype())))?
+            .ok_or_else(|| {
+                invalid(
+                    &node,
+                    format!("indices must be numeric, got {}", ind.dtype()),
+                )
+            })?
             .into_iter()
             .map(|v| v as i64)
             .collect();
@@ -282,11 +354,22 @@ mod tests {
 
     #[test]
     fn where_broadcast_strings() {
-        let c = Some(Value::Tensor(Tensor::from_bools(vec![2, 1], &[true, false])));
+        let c = Some(Value::Tensor(Tensor::from_bools(
+            vec![2, 1],
+            &[true, false],
+        )));
         let s = |v: &[&str], sh: &[usize]| {
-            Some(Value::Tensor(Tensor::from_strings(sh.to_vec(), v.iter().map(|x| x.to_string()).collect())))
+            Some(Value::Tensor(Tensor::from_strings(
+                sh.to_vec(),
+                v.iter().map(|x| x.to_string()).collect(),
+            )))
         };
-        let o = run(&node("Where", 3, 1, vec![]), 16, &[c, s(&["a", "b"], &[2]), s(&["z"], &[1])]).unwrap();
+        let o = run(
+            &node("Where", 3, 1, vec![]),
+            16,
+            &[c, s(&["a", "b"], &[2]), s(&["z"], &[1])],
+        )
+        .unwrap();
         let t = o[0].as_tensor().unwrap();
         assert_eq!(t.shape(), &[2, 2]);
         assert_eq!(t.strings(), &["a", "b", "z", "z"]);
@@ -295,11 +378,21 @@ mod tests {
     #[test]
     fn nonzero_and_trilu() {
         // np.nonzero([[0, -0.0, 3], [4, 0, 1e-30]])
-        let o = run(&node("NonZero", 1, 1, vec![]), 13, &[t(&[2, 3], vec![0f32, -0.0, 3., 4., 0., 1e-30])]).unwrap();
+        let o = run(
+            &node("NonZero", 1, 1, vec![]),
+            13,
+            &[t(&[2, 3], vec![0f32, -0.0, 3., 4., 0., 1e-30])],
+        )
+        .unwrap();
         assert_eq!(out::<i64>(&o, 0), (vec![2, 3], vec![0, 1, 1, 2, 0, 2]));
         // np.tril(arange(9).reshape(3,3), k=-1)
         let n = node("Trilu", 2, 1, vec![("upper", Attribute::Int(0))]);
-        let o = run(&n, 14, &[t(&[3, 3], (1..10i64).collect()), t(&[], vec![-1i64])]).unwrap();
+        let o = run(
+            &n,
+            14,
+            &[t(&[3, 3], (1..10i64).collect()), t(&[], vec![-1i64])],
+        )
+        .unwrap();
         assert_eq!(out::<i64>(&o, 0).1, vec![0, 0, 0, 4, 0, 0, 7, 8, 0]);
     }
 
@@ -307,15 +400,32 @@ mod tests {
     fn one_hot_negative_axis0() {
         // onnx reference one_hot(indices=[1,-1,5], depth=3, axis=0, values=[0,9])
         let n = node("OneHot", 3, 1, vec![("axis", Attribute::Int(0))]);
-        let o = run(&n, 11, &[t(&[3], vec![1i64, -1, 5]), t(&[], vec![3.0f32]), t(&[2], vec![0i32, 9])]).unwrap();
-        assert_eq!(out::<i32>(&o, 0), (vec![3, 3], vec![0, 0, 0, 9, 0, 0, 0, 9, 0]));
+        let o = run(
+            &n,
+            11,
+            &[
+                t(&[3], vec![1i64, -1, 5]),
+                t(&[], vec![3.0f32]),
+                t(&[2], vec![0i32, 9]),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            out::<i32>(&o, 0),
+            (vec![3, 3], vec![0, 0, 0, 9, 0, 0, 0, 9, 0])
+        );
     }
 
     #[test]
     fn reverse_sequence_and_compress() {
         // ReverseSequence time_axis=0 batch_axis=1 on arange(8).reshape(4,2), lens [4, 2]
         let n = node("ReverseSequence", 2, 1, vec![]);
-        let o = run(&n, 10, &[t(&[4, 2], (0..8i32).collect()), t(&[2], vec![4i64, 2])]).unwrap();
+        let o = run(
+            &n,
+            10,
+            &[t(&[4, 2], (0..8i32).collect()), t(&[2], vec![4i64, 2])],
+        )
+        .unwrap();
         assert_eq!(out::<i32>(&o, 0).1, vec![6, 3, 4, 1, 2, 5, 0, 7]);
         let n = node("Compress", 2, 1, vec![("axis", Attribute::Int(1))]);
         let c = Some(Value::Tensor(Tensor::from_bools(vec![2], &[false, true])));

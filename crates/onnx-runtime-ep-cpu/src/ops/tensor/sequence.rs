@@ -21,7 +21,10 @@ fn seq_input<'a>(
         Some(Value::Optional(Some(v))) => seq_input(node, &[Some(v.as_ref())], 0),
         Some(other) => Err(invalid(
             node,
-            format!("input {index} must be a sequence, got {}", other.kind_name()),
+            format!(
+                "input {index} must be a sequence, got {}",
+                other.kind_name()
+            ),
         )),
         None => Err(invalid(node, format!("required input {index} is missing"))),
     }
@@ -156,9 +159,7 @@ fn build_split_to_sequence(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>,
                     if c == 0 {
                         return Err(invalid(&node, "split size must be positive"));
                     }
-                    let sizes = (0..dim.div_ceil(c))
-                        .map(|i| c.min(dim - i * c))
-                        .collect();
+                    let sizes = (0..dim.div_ceil(c)).map(|i| c.min(dim - i * c)).collect();
                     (sizes, false)
                 } else {
                     let sizes = v
@@ -213,7 +214,11 @@ fn build_concat_from_sequence(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKerne
 fn build_optional(_ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     Ok(kernel_fn(move |inputs| {
         Ok(vec![Value::Optional(
-            inputs.first().copied().flatten().map(|v| Box::new(v.clone())),
+            inputs
+                .first()
+                .copied()
+                .flatten()
+                .map(|v| Box::new(v.clone())),
         )])
     }))
 }
@@ -231,17 +236,22 @@ fn build_optional_has_element(_ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKern
 fn build_optional_get_element(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
     let v18 = ctx.opset >= 18;
-    Ok(kernel_fn(move |inputs| match inputs.first().copied().flatten() {
-        Some(Value::Optional(Some(v))) => Ok(vec![v.as_ref().clone()]),
-        Some(Value::Optional(None)) | None => Err(invalid(
-            &node,
-            "the optional is empty; check it with OptionalHasElement first",
-        )),
-        Some(v) if v18 => Ok(vec![v.clone()]),
-        Some(v) => Err(invalid(
-            &node,
-            format!("input must be an optional at opset 15-17, got {}", v.kind_name()),
-        )),
+    Ok(kernel_fn(move |inputs| {
+        match inputs.first().copied().flatten() {
+            Some(Value::Optional(Some(v))) => Ok(vec![v.as_ref().clone()]),
+            Some(Value::Optional(None)) | None => Err(invalid(
+                &node,
+                "the optional is empty; check it with OptionalHasElement first",
+            )),
+            Some(v) if v18 => Ok(vec![v.clone()]),
+            Some(v) => Err(invalid(
+                &node,
+                format!(
+                    "input must be an optional at opset 15-17, got {}",
+                    v.kind_name()
+                ),
+            )),
+        }
     }))
 }
 
@@ -274,24 +284,69 @@ mod tests {
     fn construct_insert_at_erase() {
         let a = t(&[2], vec![1f32, 2.]);
         let b = t(&[1], vec![3f32]);
-        let s = run(&node("SequenceConstruct", 2, 1, vec![]), 11, &[a, b.clone()]).unwrap();
-        let s = run(&node("SequenceInsert", 3, 1, vec![]), 11, &[Some(s[0].clone()), b, t(&[], vec![-2i64])]).unwrap();
-        let len = run(&node("SequenceLength", 1, 1, vec![]), 11, &[Some(s[0].clone())]).unwrap();
+        let s = run(
+            &node("SequenceConstruct", 2, 1, vec![]),
+            11,
+            &[a, b.clone()],
+        )
+        .unwrap();
+        let s = run(
+            &node("SequenceInsert", 3, 1, vec![]),
+            11,
+            &[Some(s[0].clone()), b, t(&[], vec![-2i64])],
+        )
+        .unwrap();
+        let len = run(
+            &node("SequenceLength", 1, 1, vec![]),
+            11,
+            &[Some(s[0].clone())],
+        )
+        .unwrap();
         assert_eq!(out::<i64>(&len, 0).1, vec![3]);
-        let at = run(&node("SequenceAt", 2, 1, vec![]), 11, &[Some(s[0].clone()), t(&[], vec![1i32])]).unwrap();
+        let at = run(
+            &node("SequenceAt", 2, 1, vec![]),
+            11,
+            &[Some(s[0].clone()), t(&[], vec![1i32])],
+        )
+        .unwrap();
         assert_eq!(out::<f32>(&at, 0).1, vec![1., 2.]);
-        let e = run(&node("SequenceErase", 1, 1, vec![]), 11, &[Some(s[0].clone())]).unwrap();
-        let Value::Sequence { items, .. } = &e[0] else { panic!("sequence") };
+        let e = run(
+            &node("SequenceErase", 1, 1, vec![]),
+            11,
+            &[Some(s[0].clone())],
+        )
+        .unwrap();
+        let Value::Sequence { items, .. } = &e[0] else {
+            panic!("sequence")
+        };
         assert_eq!(items.len(), 2);
-        assert!(run(&node("SequenceAt", 2, 1, vec![]), 11, &[Some(s[0].clone()), t(&[], vec![3i64])]).is_err());
+        assert!(run(
+            &node("SequenceAt", 2, 1, vec![]),
+            11,
+            &[Some(s[0].clone()), t(&[], vec![3i64])]
+        )
+        .is_err());
     }
 
     #[test]
     fn split_and_concat_round_trip() {
         let x = t(&[3, 2], (0..6i32).collect());
-        let n = node("SplitToSequence", 1, 1, vec![("keepdims", Attribute::Int(0))]);
+        let n = node(
+            "SplitToSequence",
+            1,
+            1,
+            vec![("keepdims", Attribute::Int(0))],
+        );
         let s = run(&n, 11, &[x]).unwrap();
-        let n = node("ConcatFromSequence", 1, 1, vec![("axis", Attribute::Int(-1)), ("new_axis", Attribute::Int(1))]);
+        let n = node(
+            "ConcatFromSequence",
+            1,
+            1,
+            vec![
+                ("axis", Attribute::Int(-1)),
+                ("new_axis", Attribute::Int(1)),
+            ],
+        );
         let o = run(&n, 11, &[Some(s[0].clone())]).unwrap();
         // np.stack(list(arange(6).reshape(3,2)), axis=-1)
         assert_eq!(out::<i32>(&o, 0), (vec![2, 3], vec![0, 2, 4, 1, 3, 5]));
@@ -300,12 +355,27 @@ mod tests {
     #[test]
     fn optionals() {
         let o = run(&node("Optional", 1, 1, vec![]), 15, &[t(&[1], vec![1u8])]).unwrap();
-        let h = run(&node("OptionalHasElement", 1, 1, vec![]), 18, &[Some(o[0].clone())]).unwrap();
+        let h = run(
+            &node("OptionalHasElement", 1, 1, vec![]),
+            18,
+            &[Some(o[0].clone())],
+        )
+        .unwrap();
         assert_eq!(h[0].as_tensor().unwrap().bytes(), &[1]);
         let h = run(&node("OptionalHasElement", 1, 1, vec![]), 18, &[None]).unwrap();
         assert_eq!(h[0].as_tensor().unwrap().bytes(), &[0]);
-        let g = run(&node("OptionalGetElement", 1, 1, vec![]), 18, &[Some(o[0].clone())]).unwrap();
+        let g = run(
+            &node("OptionalGetElement", 1, 1, vec![]),
+            18,
+            &[Some(o[0].clone())],
+        )
+        .unwrap();
         assert_eq!(out::<u8>(&g, 0).1, vec![1]);
-        assert!(run(&node("OptionalGetElement", 1, 1, vec![]), 15, &[Some(Value::Optional(None))]).is_err());
+        assert!(run(
+            &node("OptionalGetElement", 1, 1, vec![]),
+            15,
+            &[Some(Value::Optional(None))]
+        )
+        .is_err());
     }
 }

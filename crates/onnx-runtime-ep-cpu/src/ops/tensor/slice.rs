@@ -25,7 +25,11 @@ fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> (i64, usize) {
     } else {
         let s = s.clamp(0, (d - 1).max(0));
         let e = e.clamp(-1, d - 1);
-        let n = if s > e { (s - e + (-step) - 1) / (-step) } else { 0 };
+        let n = if s > e {
+            (s - e + (-step) - 1) / (-step)
+        } else {
+            0
+        };
         (s, n as usize)
     }
 }
@@ -73,9 +77,14 @@ pub fn slice_tensor(
     if shape.iter().product::<usize>() == 0 {
         offset = 0;
     }
-    Ok(move_data!(node, "Slice", x, shape.clone(), T, |src, dst| {
-        copy::copy_strided(src, offset, &shape, &strides, dst)
-    }))
+    Ok(move_data!(
+        node,
+        "Slice",
+        x,
+        shape.clone(),
+        T,
+        |src, dst| { copy::copy_strided(src, offset, &shape, &strides, dst) }
+    ))
 }
 
 fn build_slice(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
@@ -86,7 +95,14 @@ fn build_slice(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         let axes = attrs::opt_ints(ctx.node, "axes")?;
         return Ok(kernel_fn(move |inputs| {
             let x = tensor_input(&node, inputs, 0)?;
-            one(slice_tensor(&node, x, &starts, &ends, axes.as_deref(), None)?)
+            one(slice_tensor(
+                &node,
+                x,
+                &starts,
+                &ends,
+                axes.as_deref(),
+                None,
+            )?)
         }));
     }
     Ok(kernel_fn(move |inputs| {
@@ -162,9 +178,14 @@ pub fn expand_tensor(node: &str, x: &Tensor, shape: &[usize]) -> Result<Tensor, 
         .into_iter()
         .map(|s| s as isize)
         .collect();
-    Ok(move_data!(node, "Expand", x, out_shape.clone(), T, |src, dst| {
-        copy::copy_strided(src, 0, &out_shape, &strides, dst)
-    }))
+    Ok(move_data!(
+        node,
+        "Expand",
+        x,
+        out_shape.clone(),
+        T,
+        |src, dst| { copy::copy_strided(src, 0, &out_shape, &strides, dst) }
+    ))
 }
 
 fn build_expand(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
@@ -230,13 +251,23 @@ mod tests {
     fn tile_and_expand() {
         // np.tile([[1,2],[3,4]], (2,3))[1]
         let x = t(&[2, 2], vec![1u16, 2, 3, 4]);
-        let o = run(&node("Tile", 2, 1, vec![]), 13, &[x.clone(), t(&[2], vec![2i64, 3])]).unwrap();
+        let o = run(
+            &node("Tile", 2, 1, vec![]),
+            13,
+            &[x.clone(), t(&[2], vec![2i64, 3])],
+        )
+        .unwrap();
         let (s, v) = out::<u16>(&o, 0);
         assert_eq!(s, vec![4, 6]);
         assert_eq!(&v[6..12], &[3, 4, 3, 4, 3, 4]);
         // np.broadcast_to([[1],[2]], (2,2,3))
         let x = t(&[2, 1], vec![1u16, 2]);
-        let o = run(&node("Expand", 2, 1, vec![]), 13, &[x, t(&[3], vec![2i64, 1, 3])]).unwrap();
+        let o = run(
+            &node("Expand", 2, 1, vec![]),
+            13,
+            &[x, t(&[3], vec![2i64, 1, 3])],
+        )
+        .unwrap();
         let (s, v) = out::<u16>(&o, 0);
         assert_eq!(s, vec![2, 2, 3]);
         assert_eq!(v, vec![1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2]);

@@ -12,9 +12,14 @@ pub fn transpose_tensor(node: &str, x: &Tensor, perm: &[usize]) -> Result<Tensor
     if perm.iter().enumerate().all(|(i, &p)| i == p) {
         return Ok(x.clone());
     }
-    Ok(move_data!(node, "Transpose", x, out_shape, T, |src, dst| {
-        copy::transpose(src, x.shape(), perm, dst)
-    }))
+    Ok(move_data!(
+        node,
+        "Transpose",
+        x,
+        out_shape,
+        T,
+        |src, dst| { copy::transpose(src, x.shape(), perm, dst) }
+    ))
 }
 
 fn check_perm(node: &str, perm: &[i64], rank: usize) -> Result<Vec<usize>, EpError> {
@@ -148,8 +153,13 @@ mod tests {
     fn transpose_default_and_perm() {
         // numpy: np.arange(24).reshape(2,3,4).transpose(1,0,2).ravel()[:8]
         let x = t(&[2, 3, 4], (0..24i64).collect());
-        let n = node("Transpose", 1, 1, vec![("perm", Attribute::Ints(vec![1, 0, 2]))]);
-        let o = run(&n, 13, &[x.clone()]).unwrap();
+        let n = node(
+            "Transpose",
+            1,
+            1,
+            vec![("perm", Attribute::Ints(vec![1, 0, 2]))],
+        );
+        let o = run(&n, 13, std::slice::from_ref(&x)).unwrap();
         let (s, v) = out::<i64>(&o, 0);
         assert_eq!(s, vec![3, 2, 4]);
         assert_eq!(&v[..8], &[0, 1, 2, 3, 12, 13, 14, 15]);
@@ -161,16 +171,22 @@ mod tests {
     #[test]
     fn big_2d_transpose_and_int4() {
         let (r, c) = (67usize, 45usize);
-        let x = t(&[r, c], (0..(r * c) as u32).collect());
+        let src = rand_f32(r * c, 7);
+        let x = t(&[r, c], src.clone());
         let o = run(&node("Transpose", 1, 1, vec![]), 13, &[x]).unwrap();
-        let (s, v) = out::<u32>(&o, 0);
+        let (s, v) = out::<f32>(&o, 0);
         assert_eq!(s, vec![c, r]);
         for i in 0..c {
             for j in 0..r {
-                assert_eq!(v[i * r + j], (j * c + i) as u32);
+                assert_eq!(v[i * r + j], src[j * c + i]);
             }
         }
-        let packed = crate::Tensor::from_bytes(onnx_runtime_ir::DataType::Int4, vec![2, 3], &[0x21, 0x43, 0x65]).unwrap();
+        let packed = crate::Tensor::from_bytes(
+            onnx_runtime_ir::DataType::Int4,
+            vec![2, 3],
+            &[0x21, 0x43, 0x65],
+        )
+        .unwrap();
         let o = run(&node("Transpose", 1, 1, vec![]), 21, &[Some(packed.into())]).unwrap();
         // [[1,2,3],[4,5,6]]^T = [1,4,2,5,3,6] packed low nibble first.
         assert_eq!(o[0].as_tensor().unwrap().bytes(), &[0x41, 0x52, 0x63]);
@@ -181,10 +197,13 @@ mod tests {
         // onnx reference: DepthToSpace DCR of arange(16).reshape(1,4,2,2), blocksize 2.
         let x = t(&[1, 4, 2, 2], (0..16i32).collect());
         let n = node("DepthToSpace", 1, 1, vec![("blocksize", Attribute::Int(2))]);
-        let o = run(&n, 13, &[x.clone()]).unwrap();
+        let o = run(&n, 13, std::slice::from_ref(&x)).unwrap();
         let (s, v) = out::<i32>(&o, 0);
         assert_eq!(s, vec![1, 1, 4, 4]);
-        assert_eq!(v, vec![0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15]);
+        assert_eq!(
+            v,
+            vec![0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15]
+        );
         let n = node("SpaceToDepth", 1, 1, vec![("blocksize", Attribute::Int(2))]);
         let back = run(&n, 13, &[Some(o[0].clone())]).unwrap();
         assert_eq!(out::<i32>(&back, 0).1, (0..16).collect::<Vec<_>>());

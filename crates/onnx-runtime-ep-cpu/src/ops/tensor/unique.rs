@@ -13,12 +13,18 @@ use std::cmp::Ordering;
 /// A total order over partially ordered values: NaN after everything and equal to NaN.
 #[allow(clippy::eq_op)]
 fn total<T: PartialOrd>(a: &T, b: &T) -> Ordering {
-    a.partial_cmp(b)
-        .unwrap_or_else(|| (a != a).cmp(&(b != b)))
+    a.partial_cmp(b).unwrap_or_else(|| (a != a).cmp(&(b != b)))
 }
 
 /// Lexicographic comparison of slices `i` and `j` along the axis of length `dim`.
-fn slice_cmp<T: PartialOrd>(v: &[T], outer: usize, dim: usize, inner: usize, i: usize, j: usize) -> Ordering {
+fn slice_cmp<T: PartialOrd>(
+    v: &[T],
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    i: usize,
+    j: usize,
+) -> Ordering {
     for o in 0..outer {
         let (a, b) = ((o * dim + i) * inner, (o * dim + j) * inner);
         for k in 0..inner {
@@ -113,7 +119,7 @@ mod tests {
     fn unsorted_and_sorted() {
         // np.unique([2, 1, 1, 3, 4, 3], return_index, return_inverse, return_counts)
         let x = t(&[6], vec![2f32, 1., 1., 3., 4., 3.]);
-        let o = run(&node("Unique", 1, 4, vec![]), 11, &[x.clone()]).unwrap();
+        let o = run(&node("Unique", 1, 4, vec![]), 11, std::slice::from_ref(&x)).unwrap();
         assert_eq!(out::<f32>(&o, 0).1, vec![1., 2., 3., 4.]);
         assert_eq!(out::<i64>(&o, 1).1, vec![1, 0, 3, 4]);
         assert_eq!(out::<i64>(&o, 2).1, vec![1, 0, 0, 2, 3, 2]);
