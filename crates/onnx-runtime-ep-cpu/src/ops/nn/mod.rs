@@ -13,7 +13,10 @@ mod layer_norm;
 pub mod matmul;
 mod norm;
 mod pool;
+mod qtypes;
+mod quant;
 mod resize;
+mod rnn;
 pub mod window;
 
 pub fn register(r: &mut CpuRegistry) {
@@ -26,4 +29,6 @@ pub fn register(r: &mut CpuRegistry) {
     layer_norm::register(r);
     resize::register(r);
     dropout::register(r);
+    rnn::register(r);
+    quant::register(r);
 }
