@@ -255,7 +255,66 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     }))
 }
 
+/// Col2Im: sums the columns of `[N, C * prod(block), L]` back into `[N, C, image...]`.
+fn build_col2im(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+    let n = ctx.node;
+    let node = n.describe();
+    let wa = WindowAttrs::parse(n)?;
+    Ok(crate::kernel::kernel_fn(move |inputs| {
+        let x = tensor_input(&node, inputs, 0)?;
+        let image = common::ints_of(&node, tensor_input(&node, inputs, 1)?, "image_shape")?;
+        let block = common::ints_of(&node, tensor_input(&node, inputs, 2)?, "block_shape")?;
+        common::require_float(&node, "Col2Im", x.dtype())?;
+        if image.len() != block.len() || image.iter().chain(&block).any(|&v| v < 1) || x.rank() != 3
+        {
+            return Err(invalid(&node, format!("image_shape {image:?} and block_shape {block:?} must be positive and of one length, input 3-D")));
+        }
+        let image: Vec<usize> = image.iter().map(|&v| v as usize).collect();
+        let block: Vec<usize> = block.iter().map(|&v| v as usize).collect();
+        let win = wa.resolve(&node, &image, &block)?;
+        let ks = win.kernel_size();
+        let (nb, ckk, l) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+        if ckk % ks != 0 || win.output_size() != l {
+            return Err(invalid(
+                &node,
+                format!(
+                    "input {:?} does not match {} blocks of {ks} elements per channel",
+                    x.shape(),
+                    win.output_size()
+                ),
+            ));
+        }
+        let c = ckk / ks;
+        let img_sz = win.input_size();
+        let mut shape = vec![nb, c];
+        shape.extend(&image);
+        macro_rules! go {
+            ($T:ty, $xv:expr) => {{
+                let xv: &[$T] = $xv;
+                let mut out = vec![<$T>::default(); nb * c * img_sz];
+                for b in 0..nb {
+                    col2im(
+                        &xv[b * ckk * l..(b + 1) * ckk * l],
+                        c,
+                        &win,
+                        &mut out[b * c * img_sz..(b + 1) * c * img_sz],
+                    );
+                }
+                out
+            }};
+        }
+        let y = if x.dtype() == DataType::Float64 {
+            Tensor::from_vec(shape, go!(f64, x.data()))
+        } else {
+            let ux = common::upcast(x);
+            common::tensor_from_f32(x.dtype(), shape, go!(f32, ux.data()))
+        };
+        Ok(vec![Value::Tensor(y)])
+    }))
+}
+
 pub fn register(r: &mut CpuRegistry) {
+    r.register("", "Col2Im", 18, build_col2im);
     for since in [1, 11, 22] {
         r.register("", "ConvTranspose", since, build);
     }

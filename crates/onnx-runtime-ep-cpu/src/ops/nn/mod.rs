@@ -13,10 +13,12 @@ mod layer_norm;
 pub mod matmul;
 mod norm;
 mod pool;
+mod qlinear;
 mod qtypes;
 mod quant;
 mod resize;
 mod rnn;
+mod signal;
 pub mod window;
 
 pub fn register(r: &mut CpuRegistry) {
@@ -31,4 +33,6 @@ pub fn register(r: &mut CpuRegistry) {
     dropout::register(r);
     rnn::register(r);
     quant::register(r);
+    qlinear::register(r);
+    signal::register(r);
 }
