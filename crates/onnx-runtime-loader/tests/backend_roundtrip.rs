@@ -92,3 +92,24 @@ fn check_test_data(case: &std::path::Path, model: &Model, failures: &mut Vec<Str
     }
     count
 }
+
+/// What the loader writes says what the original file says, by onnx's own reader.
+#[test]
+fn written_backend_models_match_the_originals_in_onnx() {
+    let Some(data) = common::backend_data() else {
+        return;
+    };
+    let dir = common::temp_dir("fidelity");
+    let mut listing = String::new();
+    for (i, case) in common::cases(&data).iter().enumerate() {
+        let path = case.join("model.onnx");
+        let model = Model::load_with(&path, &LoadOptions::without_inlining()).unwrap();
+        let out = dir.join(format!("{i}.onnx"));
+        model.save(&out).unwrap();
+        listing.push_str(&format!("{}\t{}\n", path.display(), out.display()));
+    }
+    let list = dir.join("pairs.tsv");
+    std::fs::write(&list, listing).unwrap();
+    assert!(common::python("compare_models.py", &[&list]));
+    std::fs::remove_dir_all(&dir).ok();
+}
