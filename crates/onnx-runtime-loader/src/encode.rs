@@ -5,6 +5,7 @@ use crate::function::Function;
 use crate::proto::{self, attribute_proto::AttributeType};
 use crate::types::type_to_proto;
 use crate::{LoadError, Model};
+use bytes::Bytes;
 use onnx_runtime_ir::{Attribute, AttributeKind, Graph, Node, ValueId};
 use prost::Message;
 use std::collections::{BTreeMap, HashSet};
@@ -183,14 +184,19 @@ pub(crate) fn encode_attribute(name: &str, a: &Attribute) -> proto::AttributePro
     match a {
         Attribute::Float(v) => p.f = Some(*v),
         Attribute::Int(v) => p.i = Some(*v),
-        Attribute::String(s) => p.s = Some(s.as_bytes().to_vec()),
+        Attribute::String(s) => p.s = Some(Bytes::copy_from_slice(s.as_bytes())),
         Attribute::Tensor(t) => p.t = Some(tensor_to_proto(t)),
         Attribute::Graph(g) => p.g = Some(encode_graph(g)),
         Attribute::SparseTensor(s) => p.sparse_tensor = Some(sparse_to_proto(s)),
         Attribute::TypeProto(t) => p.tp = Some(type_to_proto(t)),
         Attribute::Floats(v) => p.floats = v.clone(),
         Attribute::Ints(v) => p.ints = v.clone(),
-        Attribute::Strings(v) => p.strings = v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        Attribute::Strings(v) => {
+            p.strings = v
+                .iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
+        }
         Attribute::Tensors(v) => p.tensors = v.iter().map(tensor_to_proto).collect(),
         Attribute::Graphs(v) => p.graphs = v.iter().map(encode_graph).collect(),
         Attribute::SparseTensors(v) => p.sparse_tensors = v.iter().map(sparse_to_proto).collect(),

@@ -122,12 +122,15 @@ impl Model {
         let files = ExternalFiles::in_dir(dir)?;
         let origin = path.display().to_string();
         if meta.len() == 0 {
-            return Self::decode(&[], &files, options).map_err(|e| e.with_origin(&origin));
+            return Self::decode(&[][..], &files, options).map_err(|e| e.with_origin(&origin));
         }
-        // SAFETY: read-only mapping of the model file, dropped before returning; the file is
-        // not expected to change while it is being loaded.
+        // SAFETY: a read-only mapping of the model file. Large tensors keep borrowing it after
+        // loading (no copy); as with every memory-mapped loader, the file must not be
+        // truncated or rewritten in place while the model is alive ([`Model::save`] replaces
+        // files instead of rewriting them).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        Self::decode(&map, &files, options).map_err(|e| e.with_origin(&origin))
+        Self::decode(bytes::Bytes::from_owner(map), &files, options)
+            .map_err(|e| e.with_origin(&origin))
     }
 
     /// Loads a model from bytes; tensors stored as external data are refused (no folder).
@@ -153,10 +156,11 @@ impl Model {
     }
 
     fn decode(
-        bytes: &[u8],
+        bytes: impl bytes::Buf,
         files: &ExternalFiles,
         options: &LoadOptions,
     ) -> Result<Model, LoadError> {
+        let file_len = bytes.remaining();
         let mut m = proto::ModelProto::decode(bytes).map_err(|e| decode_error("model", e))?;
         let d = Decoder::new(files, options);
         let opsets = decode_opsets(&m.opset_import)?;
@@ -173,11 +177,9 @@ impl Model {
         let gname = g.name().to_string();
         let mut graph = decode_graph(&d, g, None, &opsets).within(|| format!("graph '{gname}'"))?;
         if options.inline_functions && !functions.is_empty() {
-            let budget = options.max_inlined_nodes_base.saturating_add(
-                bytes
-                    .len()
-                    .saturating_mul(options.max_inlined_nodes_per_byte),
-            );
+            let budget = options
+                .max_inlined_nodes_base
+                .saturating_add(file_len.saturating_mul(options.max_inlined_nodes_per_byte));
             inline::inline_functions(&mut graph, &functions, options.max_graph_depth, budget)?;
         }
         let model_version = m.model_version();
@@ -203,13 +205,23 @@ impl Model {
         encode::encode_model(self)
     }
 
-    /// Writes the model to `path` (see [`Model::to_bytes`]).
+    /// Writes the model to `path` (see [`Model::to_bytes`]). The file is written next to
+    /// `path` and renamed over it, so saving over the file a model was loaded from (and still
+    /// borrows tensors from) is safe.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), LoadError> {
         let path = path.as_ref();
         let bytes = self.to_bytes()?;
-        std::fs::write(path, bytes).map_err(|source| LoadError::Write {
+        let err = |source| LoadError::Write {
             path: path.to_path_buf(),
             source,
-        })
+        };
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = std::path::PathBuf::from(tmp);
+        if let Err(e) = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        Ok(())
     }
 }

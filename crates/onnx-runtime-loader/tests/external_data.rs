@@ -195,5 +195,18 @@ fn onnx_external_data_files_load_like_inline_ones() {
         .filter(|t| matches!(t.data, TensorBytes::Shared(_)))
         .count();
     assert_eq!(shared, 3);
+    // Inline tensors of 4 KiB and more borrow the mapped model file too.
+    let w1 = inline.graph.value_by_name("w1").unwrap();
+    assert!(matches!(
+        inline.graph.initializer(w1).unwrap().data,
+        TensorBytes::Shared(_)
+    ));
+    // Saving over the file the model borrows from replaces it safely.
+    let path = dir.join("inline.onnx");
+    let before = std::fs::read(&path).unwrap();
+    inline.save(&path).unwrap();
+    assert_eq!(Model::load(&path).unwrap(), inline);
+    assert_eq!(inline.to_bytes().unwrap(), std::fs::read(&path).unwrap());
+    assert!(!before.is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -37,7 +37,7 @@ fn float_tensor(name: &str, dims: &[i64], raw: Vec<u8>) -> proto::TensorProto {
         name: Some(name.into()),
         dims: dims.to_vec(),
         data_type: Some(1),
-        raw_data: Some(raw),
+        raw_data: Some(raw.into()),
         ..Default::default()
     }
 }

@@ -165,7 +165,7 @@ fn map_from_proto(p: proto::MapProto) -> Result<DataValue, LoadError> {
         let s: Vec<String> = p
             .string_keys
             .into_iter()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map(|b| tensor::text(&b))
             .collect();
         TensorData::from_strings(vec![s.len()], s)
     } else if key.is_integer() && key.element_size().is_some() {
@@ -256,7 +256,10 @@ fn map_to_proto(v: &DataValue) -> proto::MapProto {
     p.key_type = Some(keys.dtype.onnx_code());
     match &keys.data {
         TensorBytes::Strings(s) => {
-            p.string_keys = s.iter().map(|s| s.as_bytes().to_vec()).collect()
+            p.string_keys = s
+                .iter()
+                .map(|s| bytes::Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
         }
         _ => {
             let size = keys.dtype.element_size().unwrap_or(8).max(1);

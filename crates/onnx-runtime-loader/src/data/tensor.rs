@@ -5,7 +5,31 @@ use crate::error::Within;
 use crate::external::{ExternalFiles, ExternalRef};
 use crate::proto::{self, tensor_proto::DataLocation};
 use crate::LoadError;
-use onnx_runtime_ir::{DataType, TensorBytes, TensorData};
+use bytes::Bytes;
+use onnx_runtime_ir::{DataType, SharedBytes, TensorBytes, TensorData};
+use std::sync::Arc;
+
+/// Tensors at least this large borrow the decoded buffer (for a memory-mapped model: the
+/// file) instead of copying it.
+const BORROW_BYTES: usize = 4096;
+
+/// UTF-8 text from protobuf bytes; invalid sequences become U+FFFD.
+pub(crate) fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Tensor storage over `raw`: borrowed when large, copied when small.
+fn shared(raw: Bytes) -> TensorBytes {
+    let len = raw.len();
+    if len < BORROW_BYTES {
+        return TensorBytes::Owned(raw.to_vec());
+    }
+    let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(raw);
+    match SharedBytes::new(owner, 0, len) {
+        Some(s) => TensorBytes::Shared(s),
+        None => unreachable!("a buffer's full range is inside it"),
+    }
+}
 
 /// The element type named by an ONNX type code.
 pub(crate) fn dtype_from_code(code: i32) -> Result<DataType, LoadError> {
@@ -82,10 +106,7 @@ fn tensor_body(
         }
         let strings = std::mem::take(&mut t.string_data)
             .into_iter()
-            .map(|b| match String::from_utf8(b) {
-                Ok(s) => s,
-                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-            })
+            .map(|b| text(&b))
             .collect();
         return Ok((dtype, shape, TensorBytes::Strings(strings)));
     }
@@ -117,7 +138,7 @@ fn tensor_body(
                 raw.len()
             )));
         }
-        return Ok((dtype, shape, TensorBytes::Owned(raw)));
+        return Ok((dtype, shape, shared(raw)));
     }
     let bytes = typed_to_bytes(t, dtype, numel, &shape)?;
     debug_assert_eq!(bytes.len(), nbytes);
@@ -211,9 +232,12 @@ pub(crate) fn tensor_to_proto(t: &TensorData) -> proto::TensorProto {
     };
     match &t.data {
         TensorBytes::Strings(s) => {
-            p.string_data = s.iter().map(|s| s.as_bytes().to_vec()).collect()
+            p.string_data = s
+                .iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
         }
-        _ => p.raw_data = Some(t.bytes().to_vec()),
+        _ => p.raw_data = Some(Bytes::copy_from_slice(t.bytes())),
     }
     p
 }

@@ -1,7 +1,8 @@
 //! `AttributeProto` -> [`Attribute`].
 
 use super::graph::{decode_graph, Decoder, Scope};
-use crate::data::{sparse_from_proto, tensor::tensor_from_proto};
+use crate::data::sparse_from_proto;
+use crate::data::tensor::{tensor_from_proto, text};
 use crate::error::Within;
 use crate::proto::{self, attribute_proto::AttributeType};
 use crate::types::type_from_proto;
@@ -65,13 +66,6 @@ fn infer_kind(a: &proto::AttributeProto) -> AttributeKind {
     }
 }
 
-fn text(b: Vec<u8>) -> String {
-    match String::from_utf8(b) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    }
-}
-
 /// Converts one attribute; subgraphs are decoded with `scope` as their enclosing scope.
 pub(crate) fn decode_attribute(
     d: &Decoder,
@@ -112,7 +106,7 @@ pub(crate) fn decode_attribute(
         }
         K::Float => Attribute::Float(a.f.ok_or_else(|| missing("f"))?),
         K::Int => Attribute::Int(a.i.ok_or_else(|| missing("i"))?),
-        K::String => Attribute::String(text(a.s.ok_or_else(|| missing("s"))?)),
+        K::String => Attribute::String(text(&a.s.ok_or_else(|| missing("s"))?)),
         K::Tensor => Attribute::Tensor(tensor_from_proto(a.t.ok_or_else(|| missing("t"))?, files)?),
         K::Graph => Attribute::Graph(Box::new(graph(
             a.g.ok_or_else(|| missing("g"))?,
@@ -130,7 +124,7 @@ pub(crate) fn decode_attribute(
         }
         K::Floats => Attribute::Floats(a.floats),
         K::Ints => Attribute::Ints(a.ints),
-        K::Strings => Attribute::Strings(a.strings.into_iter().map(text).collect()),
+        K::Strings => Attribute::Strings(a.strings.iter().map(|s| text(s)).collect()),
         K::Tensors => Attribute::Tensors(
             a.tensors
                 .into_iter()

@@ -10,8 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 def main(folder):
     rng = np.random.default_rng(11)
-    w1 = numpy_helper.from_array(rng.standard_normal((4, 8)).astype(np.float32), "w1")
-    b1 = numpy_helper.from_array(rng.standard_normal(8).astype(np.float16), "b1")
+    w1 = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(32).astype(np.float16), "b1")
     w2 = numpy_helper.from_array(rng.integers(-100, 100, (8, 3)).astype(np.int64), "w2")
     g = helper.make_graph(
         [
@@ -21,8 +21,8 @@ def main(folder):
             helper.make_node("Shape", ["w2"], ["s"]),
         ],
         "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8]),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32]),
          helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
         [w1, b1, w2],
     )
