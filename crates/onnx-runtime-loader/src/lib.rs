@@ -16,6 +16,7 @@ mod decode;
 mod encode;
 mod error;
 mod external;
+mod external_writer;
 mod function;
 mod inline;
 mod model;
@@ -28,5 +29,6 @@ pub mod proto {
 }
 
 pub use error::LoadError;
+pub use external_writer::ExternalDataOptions;
 pub use function::Function;
 pub use model::{LoadOptions, Model};

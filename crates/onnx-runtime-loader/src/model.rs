@@ -1,12 +1,15 @@
 //! [`Model`]: a loaded `.onnx` file (graph, metadata, functions) and its loading options.
 
 use crate::decode::{decode_function, decode_graph, decode_opsets, Decoder};
+use crate::encode::{self, Encoder};
 use crate::error::{decode_error, Within};
 use crate::external::ExternalFiles;
+use crate::external_writer::{ExternalDataOptions, ExternalWriter};
 use crate::function::Function;
-use crate::{encode, inline, proto, LoadError};
+use crate::{inline, proto, LoadError};
 use onnx_runtime_ir::Graph;
 use prost::Message;
+use std::cell::RefCell;
 use std::path::Path;
 
 /// How a model is loaded.
@@ -209,19 +212,44 @@ impl Model {
     /// `path` and renamed over it, so saving over the file a model was loaded from (and still
     /// borrows tensors from) is safe.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), LoadError> {
+        write_replacing(path.as_ref(), &self.to_bytes()?)
+    }
+
+    /// Writes the model to `path` with tensors of `options.threshold` bytes or more in the
+    /// data file `options.location` next to it (how models past 2 GiB are stored). Both
+    /// files are written aside and renamed into place.
+    pub fn save_with_external_data(
+        &self,
+        path: impl AsRef<Path>,
+        options: &ExternalDataOptions,
+    ) -> Result<(), LoadError> {
         let path = path.as_ref();
-        let bytes = self.to_bytes()?;
-        let err = |source| LoadError::Write {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let encoder = Encoder {
+            external: Some(RefCell::new(ExternalWriter::create(dir, options)?)),
+        };
+        let bytes = encoder.model(self)?;
+        if let Some(writer) = encoder.external {
+            writer.into_inner().finish(dir)?;
+        }
+        write_replacing(path, &bytes)
+    }
+}
+
+/// Writes `bytes` beside `path`, then renames the file over `path`.
+fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    if let Err(source) = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(LoadError::Write {
             path: path.to_path_buf(),
             source,
-        };
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        let tmp = std::path::PathBuf::from(tmp);
-        if let Err(e) = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err(e));
-        }
-        Ok(())
+        });
     }
+    Ok(())
 }

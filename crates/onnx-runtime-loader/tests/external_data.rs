@@ -5,7 +5,7 @@ mod common;
 
 use onnx_runtime_ir::TensorBytes;
 use onnx_runtime_loader::proto::{self, tensor_proto::DataLocation};
-use onnx_runtime_loader::Model;
+use onnx_runtime_loader::{ExternalDataOptions, Model};
 use prost::Message;
 use std::path::Path;
 
@@ -208,5 +208,25 @@ fn onnx_external_data_files_load_like_inline_ones() {
     assert_eq!(Model::load(&path).unwrap(), inline);
     assert_eq!(inline.to_bytes().unwrap(), std::fs::read(&path).unwrap());
     assert!(!before.is_empty());
+
+    // Written with external data: the tensors go to the data file, and onnxruntime computes
+    // the same outputs from it.
+    let out = dir.join("saved");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut opts = ExternalDataOptions::new("weights/all.bin");
+    opts.threshold = 64;
+    std::fs::create_dir_all(out.join("weights")).unwrap();
+    inline.save_with_external_data(out.join("m.onnx"), &opts).unwrap();
+    let saved = Model::load(out.join("m.onnx")).unwrap();
+    assert_eq!(saved.graph, inline.graph);
+    for t in saved.graph.initializers.values() {
+        assert!(matches!(t.data, TensorBytes::Shared(_)), "{} inline", t.name);
+    }
+    assert!(common::python("run_same.py", &[&path, &out.join("m.onnx")]));
+    // Saving over the files the model borrows from.
+    saved.save_with_external_data(out.join("m.onnx"), &opts).unwrap();
+    assert_eq!(Model::load(out.join("m.onnx")).unwrap(), saved);
+    let escape = saved.save_with_external_data(out.join("m.onnx"), &ExternalDataOptions::new("../x.bin"));
+    assert!(escape.unwrap_err().to_string().contains("inside the model's folder"));
     std::fs::remove_dir_all(&dir).ok();
 }
