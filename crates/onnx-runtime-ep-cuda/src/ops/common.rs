@@ -1,0 +1,568 @@
+//! What every CUDA kernel shares: its node's description and runtime, input lookup, element
+//! widths, host reads of shape-carrying inputs with the warm-then-capture rule, strided copies
+//! and attribute parsing.
+
+use super::params::{Strided2, MAX_DIMS, MAX_RANK};
+use crate::compiler::ModuleSpec;
+use crate::runtime::{CuPtr, CudaRuntime, Function, Module};
+use onnx_runtime_ep_api::{CaptureSupport, EpError, EpResult, TensorMut, TensorView};
+use onnx_runtime_ir::{Attribute, DataType, Node};
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+/// The node a kernel runs, its runtime and its id for device-side error reports.
+pub struct Base {
+    pub rt: Arc<CudaRuntime>,
+    pub node: String,
+    pub op: String,
+    pub id: u32,
+    /// Which node inputs are wired (optional inputs may be omitted).
+    pub present: Vec<bool>,
+}
+
+impl Base {
+    pub fn new(rt: &Arc<CudaRuntime>, node: &Node) -> Self {
+        let description = node.describe();
+        Base {
+            rt: rt.clone(),
+            id: rt.register_kernel(description.clone()),
+            node: description,
+            op: node.op_type.clone(),
+            present: node.inputs.iter().map(Option::is_some).collect(),
+        }
+    }
+
+    pub fn err(&self, message: impl Into<String>) -> EpError {
+        EpError::InvalidInput {
+            node: self.node.clone(),
+            message: message.into(),
+        }
+    }
+
+    pub fn unsupported(&self, dtype: DataType, detail: impl Into<String>) -> EpError {
+        EpError::UnsupportedDtype {
+            node: self.node.clone(),
+            op: self.op.clone(),
+            dtype,
+            detail: detail.into(),
+            hint: "cast the input to a supported type, or run this node on the CPU provider"
+                .into(),
+        }
+    }
+
+    /// Whether node input `pos` is wired.
+    pub fn has(&self, pos: usize) -> bool {
+        self.present.get(pos).copied().unwrap_or(false)
+    }
+
+    /// The view for node input `pos`. Views come either one per node input (omitted optional
+    /// inputs in the middle take a placeholder that is ignored) or one per *wired* input in
+    /// order; trailing omitted inputs may be left out in both forms.
+    pub fn input<'a, 'b>(
+        &self,
+        inputs: &'b [TensorView<'a>],
+        pos: usize,
+    ) -> Option<&'b TensorView<'a>> {
+        if !self.has(pos) {
+            return None;
+        }
+        let wired_before = self.present[..pos].iter().filter(|p| **p).count();
+        let all_wired = self.present.iter().all(|p| *p);
+        if all_wired || inputs.len() > self.present.iter().filter(|p| **p).count() {
+            inputs.get(pos)
+        } else {
+            inputs.get(wired_before)
+        }
+    }
+
+    pub fn req<'a, 'b>(
+        &self,
+        inputs: &'b [TensorView<'a>],
+        pos: usize,
+    ) -> EpResult<&'b TensorView<'a>> {
+        self.input(inputs, pos)
+            .ok_or_else(|| self.err(format!("required input {pos} is missing")))
+    }
+
+    pub fn outputs_at_least(&self, outputs: &[TensorMut<'_>], n: usize) -> EpResult<()> {
+        if outputs.len() < n {
+            return Err(self.err(format!(
+                "expected {n} output(s), the caller gave {}",
+                outputs.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Element width in bytes for kernels that only move data.
+    pub fn width(&self, dtype: DataType) -> EpResult<usize> {
+        match dtype.element_size() {
+            Some(w @ (1 | 2 | 4 | 8 | 16)) if dtype != DataType::String => Ok(w),
+            _ => Err(self.unsupported(
+                dtype,
+                "the CUDA provider moves elements of 1, 2, 4, 8 or 16 bytes; strings and \
+                 sub-byte types are not supported",
+            )),
+        }
+    }
+
+    pub fn same_dtype(&self, a: DataType, b: DataType, what: &str) -> EpResult<()> {
+        if a != b {
+            return Err(self.err(format!("{what}: dtype {b} does not match {a}")));
+        }
+        Ok(())
+    }
+
+    pub fn check_rank(&self, rank: usize, max: usize) -> EpResult<()> {
+        if rank > max {
+            return Err(self.err(format!(
+                "rank {rank} exceeds the CUDA provider's limit of {max}; run this node on the CPU provider"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Normalizes a possibly negative `axis` into `0..rank`.
+    pub fn axis(&self, axis: i64, rank: usize, what: &str) -> EpResult<usize> {
+        let r = rank as i64;
+        let a = if axis < 0 { axis + r } else { axis };
+        if a < 0 || a >= r.max(0) {
+            return Err(self.err(format!(
+                "{what} {axis} is out of range for rank {rank} (accepted: [-{rank}, {}])",
+                r - 1
+            )));
+        }
+        Ok(a as usize)
+    }
+
+    /// Checks that an output has the expected shape.
+    pub fn expect_shape(&self, out: &TensorMut<'_>, want: &[usize], idx: usize) -> EpResult<()> {
+        if out.shape != want {
+            return Err(self.err(format!(
+                "output {idx} has shape {:?} but the inputs give {want:?}",
+                out.shape
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn module(&self, spec: &ModuleSpec) -> EpResult<Arc<Module>> {
+        self.rt.module(spec)
+    }
+}
+
+/// The functions `prefix_w{1,2,4,8,16}suffix` of a module, by element width.
+pub struct WidthFns([Function; 5]);
+
+impl WidthFns {
+    pub fn load(module: &Module, prefix: &str, suffix: &str) -> EpResult<Self> {
+        let f = |w: usize| module.function(&format!("{prefix}_w{w}{suffix}"));
+        Ok(WidthFns([f(1)?, f(2)?, f(4)?, f(8)?, f(16)?]))
+    }
+
+    pub fn get(&self, width: usize) -> Function {
+        self.0[match width {
+            1 => 0,
+            2 => 1,
+            4 => 2,
+            8 => 3,
+            _ => 4,
+        }]
+    }
+}
+
+pub use super::modules::*;
+
+/// Strides as signed element counts.
+pub fn istrides(strides: &[usize]) -> Vec<i64> {
+    strides.iter().map(|&s| s as i64).collect()
+}
+
+pub fn contiguous(shape: &[usize]) -> Vec<i64> {
+    istrides(&onnx_runtime_ir::compute_contiguous_strides(shape))
+}
+
+/// Strides that read a tensor of `shape`/`strides` broadcast (right-aligned) to `out`.
+pub fn broadcast_strides(
+    base: &Base,
+    shape: &[usize],
+    strides: &[usize],
+    out: &[usize],
+    what: &str,
+) -> EpResult<Vec<i64>> {
+    if shape.len() > out.len() {
+        return Err(base.err(format!(
+            "{what} of shape {shape:?} cannot broadcast to {out:?}"
+        )));
+    }
+    let lead = out.len() - shape.len();
+    let mut result = vec![0i64; out.len()];
+    for (k, &o) in out.iter().enumerate().skip(lead) {
+        let d = shape[k - lead];
+        if d == o {
+            result[k] = if d == 1 { 0 } else { strides[k - lead] as i64 };
+        } else if d == 1 {
+            result[k] = 0;
+        } else {
+            return Err(base.err(format!(
+                "{what} of shape {shape:?} cannot broadcast to {out:?} (axis {k}: {d} vs {o})"
+            )));
+        }
+    }
+    Ok(result)
+}
+
+/// The numpy-style broadcast of several shapes.
+pub fn broadcast_shapes(base: &Base, shapes: &[&[usize]]) -> EpResult<Vec<usize>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; rank];
+    for s in shapes {
+        let lead = rank - s.len();
+        for (k, &d) in s.iter().enumerate() {
+            let o = &mut out[lead + k];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(base.err(format!("shapes {shapes:?} do not broadcast")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn fill<const N: usize>(values: &[i64]) -> [i64; N] {
+    let mut a = [0i64; N];
+    a[..values.len()].copy_from_slice(values);
+    a
+}
+
+/// Drops size-1 axes and merges axes that are contiguous in both operands.
+pub fn coalesce(dims: &[usize], a: &[i64], b: &[i64]) -> (Vec<usize>, Vec<i64>, Vec<i64>) {
+    let mut d: Vec<usize> = Vec::new();
+    let mut sa: Vec<i64> = Vec::new();
+    let mut sb: Vec<i64> = Vec::new();
+    for k in 0..dims.len() {
+        if dims[k] == 1 {
+            continue;
+        }
+        if let (Some(&ld), Some(&la), Some(&lb)) = (d.last(), sa.last(), sb.last()) {
+            let _ = ld;
+            if la == a[k] * dims[k] as i64 && lb == b[k] * dims[k] as i64 {
+                let last = d.len() - 1;
+                d[last] *= dims[k];
+                sa[last] = a[k];
+                sb[last] = b[k];
+                continue;
+            }
+        }
+        d.push(dims[k]);
+        sa.push(a[k]);
+        sb.push(b[k]);
+    }
+    (d, sa, sb)
+}
+
+/// Copies a strided walk over `dims` from `src` (strides `a`, offset `a_off`) to `dst`
+/// (strides `b`, offset `b_off`), in elements of `width` bytes, on the stream. A walk that is
+/// contiguous on both sides becomes one `cuMemcpyDtoDAsync`.
+#[allow(clippy::too_many_arguments)]
+pub fn copy_strided(
+    base: &Base,
+    fns: &WidthFns,
+    width: usize,
+    src: CuPtr,
+    dst: CuPtr,
+    dims: &[usize],
+    a: &[i64],
+    b: &[i64],
+    a_off: i64,
+    b_off: i64,
+) -> EpResult<()> {
+    let n: usize = dims.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let (d, sa, sb) = coalesce(dims, a, b);
+    let w = width as i64;
+    if d.is_empty() || (d.len() == 1 && sa[0] == 1 && sb[0] == 1) {
+        // SAFETY: the caller's views cover these ranges.
+        return unsafe {
+            base.rt.dtod(
+                (src as i64 + a_off * w) as CuPtr,
+                (dst as i64 + b_off * w) as CuPtr,
+                n * width,
+            )
+        };
+    }
+    if d.len() > MAX_DIMS {
+        return Err(base.err(format!(
+            "the copy needs {} axes after merging; the limit is {MAX_DIMS}",
+            d.len()
+        )));
+    }
+    let mut p = Strided2 {
+        n: n as i64,
+        rank: d.len() as i32,
+        a_off,
+        b_off,
+        ..Default::default()
+    };
+    for k in 0..d.len() {
+        p.dims[k] = d[k] as i64;
+        p.a[k] = sa[k];
+        p.b[k] = sb[k];
+    }
+    let (mut s, mut t) = (src, dst);
+    let mut args = [arg(&mut s), arg(&mut t), arg(&mut p)];
+    // SAFETY: copy_nd_w{width}(src, dst, Strided2) reads/writes inside the caller's views.
+    unsafe { base.rt.launch(fns.get(width), n as u64, &mut args) }
+}
+
+/// A kernel argument pointer for `cuLaunchKernel`.
+pub fn arg<T>(v: &mut T) -> *mut c_void {
+    v as *mut T as *mut c_void
+}
+
+pub fn ptr_of(v: &TensorView<'_>) -> CuPtr {
+    v.ptr.0 as usize as CuPtr
+}
+
+pub fn mut_ptr_of(v: &TensorMut<'_>) -> CuPtr {
+    v.ptr.0 as usize as CuPtr
+}
+
+// ---- host reads of shape-carrying inputs ----
+
+/// The dtypes, shapes and strides of a call: what a warmed kernel must see again to run
+/// during capture without reading anything on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature(Vec<(DataType, Vec<usize>, Vec<usize>)>);
+
+impl Signature {
+    pub fn of(inputs: &[TensorView<'_>], outputs: &[TensorMut<'_>]) -> Self {
+        Signature(
+            inputs
+                .iter()
+                .map(|v| (v.dtype, v.shape.to_vec(), v.strides.to_vec()))
+                .chain(
+                    outputs
+                        .iter()
+                        .map(|v| (v.dtype, v.shape.to_vec(), v.strides.to_vec())),
+                )
+                .collect(),
+        )
+    }
+}
+
+/// Host-read input values by node-input position.
+pub type HostValues = Vec<Option<Vec<i64>>>;
+
+/// Inputs a kernel must read on the host (Reshape's shape, Slice's starts, ...). After one
+/// eager run the kernel remembers the values with the call's signature; during capture it
+/// reads nothing and accepts only that signature.
+pub struct HostReads {
+    positions: Vec<usize>,
+    what: String,
+    constant: Vec<bool>,
+    state: Mutex<Option<(Signature, HostValues)>>,
+}
+
+impl HostReads {
+    /// `positions` are node-input positions; those not wired are dropped.
+    pub fn new(base: &Base, positions: &[usize], what: &str) -> Self {
+        HostReads {
+            positions: positions.iter().copied().filter(|&p| base.has(p)).collect(),
+            what: what.into(),
+            constant: Vec::new(),
+            state: Mutex::new(None),
+        }
+    }
+
+    pub fn set_constant(&mut self, constant: &[bool]) {
+        self.constant = constant.to_vec();
+    }
+
+    pub fn capture_support(&self, base: &Base) -> CaptureSupport {
+        if self.positions.is_empty()
+            || self
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
+        {
+            CaptureSupport::Supported
+        } else {
+            CaptureSupport::Unsupported {
+                reason: format!(
+                    "{}: {} reads its {} on the host; run it once eagerly with the signature to capture",
+                    base.node, base.op, self.what
+                ),
+            }
+        }
+    }
+
+    /// The values of the host-read inputs for this call.
+    pub fn values(
+        &self,
+        base: &Base,
+        inputs: &[TensorView<'_>],
+        outputs: &[TensorMut<'_>],
+    ) -> EpResult<HostValues> {
+        let mut values: HostValues = vec![None; base.present.len()];
+        if self.positions.is_empty() {
+            return Ok(values);
+        }
+        let sig = Signature::of(inputs, outputs);
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let all_constant = self
+            .positions
+            .iter()
+            .all(|&p| self.constant.get(p).copied().unwrap_or(false));
+        if base.rt.is_capturing() {
+            return match state.as_ref() {
+                Some((s, v)) if *s == sig => Ok(v.clone()),
+                _ => Err(EpError::Capture {
+                    node: base.node.clone(),
+                    message: format!(
+                        "{} reads its {} on the host, which cannot happen during capture, and \
+                         this signature was not run eagerly; warm the exact signature first",
+                        base.op, self.what
+                    ),
+                }),
+            };
+        }
+        if all_constant {
+            if let Some((s, v)) = state.as_ref() {
+                if *s == sig {
+                    return Ok(v.clone());
+                }
+            }
+        }
+        for &p in &self.positions {
+            let view = base.req(inputs, p)?;
+            values[p] = Some(read_ints(base, view, &self.what)?);
+        }
+        *state = Some((sig, values.clone()));
+        Ok(values)
+    }
+}
+
+/// Reads an integer tensor to the host (synchronizes the stream).
+pub fn read_ints(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec<i64>> {
+    let n = view.numel();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let w = match view.dtype {
+        DataType::Int64 | DataType::Uint64 => 8,
+        DataType::Int32 | DataType::Uint32 => 4,
+        DataType::Int16 | DataType::Uint16 => 2,
+        DataType::Int8 | DataType::Uint8 => 1,
+        other => {
+            return Err(base.unsupported(other, format!("the {what} input must be an integer tensor")))
+        }
+    };
+    let span: usize = 1 + view
+        .shape
+        .iter()
+        .zip(view.strides)
+        .map(|(&d, &s)| d.saturating_sub(1) * s)
+        .sum::<usize>();
+    let mut bytes = vec![0u8; span * w];
+    // SAFETY: the view covers `span` elements from its pointer.
+    unsafe { base.rt.dtoh(&mut bytes, ptr_of(view))? };
+    let strides = onnx_runtime_ir::compute_contiguous_strides(view.shape);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut off = 0usize;
+        for k in 0..view.shape.len() {
+            off += (i / strides[k]) % view.shape[k] * view.strides[k];
+        }
+        let b = &bytes[off * w..off * w + w];
+        out.push(match view.dtype {
+            DataType::Int64 => i64::from_ne_bytes(b.try_into().expect("8 bytes")),
+            DataType::Uint64 => u64::from_ne_bytes(b.try_into().expect("8 bytes")) as i64,
+            DataType::Int32 => i32::from_ne_bytes(b.try_into().expect("4 bytes")) as i64,
+            DataType::Uint32 => u32::from_ne_bytes(b.try_into().expect("4 bytes")) as i64,
+            DataType::Int16 => i16::from_ne_bytes(b.try_into().expect("2 bytes")) as i64,
+            DataType::Uint16 => u16::from_ne_bytes(b.try_into().expect("2 bytes")) as i64,
+            DataType::Int8 => b[0] as i8 as i64,
+            _ => b[0] as i64,
+        });
+    }
+    Ok(out)
+}
+
+// ---- attributes ----
+
+pub fn attr_int(node: &Node, name: &str) -> EpResult<Option<i64>> {
+    match node.attribute(name) {
+        None => Ok(None),
+        Some(Attribute::Int(v)) => Ok(Some(*v)),
+        Some(other) => Err(EpError::invalid_attribute(
+            node,
+            name,
+            format!("expected an int, got {:?}", other.kind()),
+        )),
+    }
+}
+
+pub fn attr_ints(node: &Node, name: &str) -> EpResult<Option<Vec<i64>>> {
+    match node.attribute(name) {
+        None => Ok(None),
+        Some(Attribute::Ints(v)) => Ok(Some(v.clone())),
+        Some(Attribute::Int(v)) => Ok(Some(vec![*v])),
+        Some(other) => Err(EpError::invalid_attribute(
+            node,
+            name,
+            format!("expected a list of ints, got {:?}", other.kind()),
+        )),
+    }
+}
+
+pub fn attr_string(node: &Node, name: &str) -> EpResult<Option<String>> {
+    match node.attribute(name) {
+        None => Ok(None),
+        Some(Attribute::String(v)) => Ok(Some(v.clone())),
+        Some(other) => Err(EpError::invalid_attribute(
+            node,
+            name,
+            format!("expected a string, got {:?}", other.kind()),
+        )),
+    }
+}
+
+pub fn attr_float(node: &Node, name: &str) -> EpResult<Option<f32>> {
+    match node.attribute(name) {
+        None => Ok(None),
+        Some(Attribute::Float(v)) => Ok(Some(*v)),
+        Some(Attribute::Int(v)) => Ok(Some(*v as f32)),
+        Some(other) => Err(EpError::invalid_attribute(
+            node,
+            name,
+            format!("expected a float, got {:?}", other.kind()),
+        )),
+    }
+}
+
+/// Checks a tensor's rank against the kernels' limit.
+pub fn check_view_rank(base: &Base, shape: &[usize]) -> EpResult<()> {
+    base.check_rank(shape.len(), MAX_RANK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coalesce_merges_contiguous_axes_and_drops_ones() {
+        let (d, a, b) = coalesce(&[2, 1, 3, 4], &[12, 12, 4, 1], &[12, 99, 4, 1]);
+        assert_eq!((d, a, b), (vec![24], vec![1], vec![1]));
+        // A transpose keeps its axes.
+        let (d, a, b) = coalesce(&[3, 2], &[1, 3], &[2, 1]);
+        assert_eq!((d, a, b), (vec![3, 2], vec![1, 3], vec![2, 1]));
+        // Broadcast axis (stride 0) stays separate.
+        let (d, _, _) = coalesce(&[4, 5], &[0, 1], &[5, 1]);
+        assert_eq!(d, vec![4, 5]);
+    }
+}

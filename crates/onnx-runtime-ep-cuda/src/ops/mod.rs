@@ -1,0 +1,21 @@
+//! CUDA kernels, one module per op family; each family registers its ops next to its code.
+
+pub mod common;
+pub mod modules;
+pub mod params;
+mod reshape;
+
+use crate::runtime::CudaRuntime;
+use onnx_runtime_ep_api::{EpResult, Kernel, KernelRequest, OpRegistry};
+use std::sync::Arc;
+
+/// Builds a kernel for a node on a runtime.
+pub type Factory = fn(&Arc<CudaRuntime>, &KernelRequest<'_>) -> EpResult<Box<dyn Kernel>>;
+pub type Registry = OpRegistry<Factory>;
+
+/// Every op the CUDA provider runs.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    reshape::register(&mut r);
+    r
+}

@@ -1,0 +1,128 @@
+//! The CUDA execution provider.
+
+use crate::ops::{registry, Registry};
+use crate::runtime::{cuptr, CudaRuntime};
+use onnx_runtime_ep_api::{
+    DeviceBuffer, DeviceId, DevicePtr, DevicePtrMut, EpError, EpResult, ExecutionProvider, Kernel,
+    KernelRequest,
+};
+use onnx_runtime_ir::Node;
+use std::sync::Arc;
+
+/// Runs nodes on one CUDA device through one stream.
+pub struct CudaExecutionProvider {
+    runtime: Arc<CudaRuntime>,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for CudaExecutionProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaExecutionProvider")
+            .field("runtime", &self.runtime)
+            .finish()
+    }
+}
+
+impl CudaExecutionProvider {
+    /// The provider for device `ordinal`.
+    pub fn new(ordinal: usize) -> EpResult<Self> {
+        Ok(CudaExecutionProvider {
+            runtime: CudaRuntime::new(ordinal)?,
+            registry: registry(),
+        })
+    }
+
+    /// The provider for device 0.
+    pub fn new_default() -> EpResult<Self> {
+        Self::new(0)
+    }
+
+    /// The runtime: copies, synchronization and graph capture.
+    pub fn runtime(&self) -> &Arc<CudaRuntime> {
+        &self.runtime
+    }
+
+    /// Every (domain, op, since-version) the provider registers.
+    pub fn registered_ops(&self) -> Vec<(String, String, u64)> {
+        self.registry.keys()
+    }
+}
+
+impl ExecutionProvider for CudaExecutionProvider {
+    fn name(&self) -> &str {
+        "cuda"
+    }
+
+    fn device_id(&self) -> DeviceId {
+        DeviceId::cuda(self.runtime.ordinal() as u32)
+    }
+
+    fn supports(&self, node: &Node, opset: u64) -> bool {
+        self.registry
+            .contains(node.normalized_domain(), &node.op_type, opset)
+    }
+
+    fn get_kernel(
+        &self,
+        node: &Node,
+        input_shapes: &[Vec<usize>],
+        opset: u64,
+    ) -> Result<Box<dyn Kernel>, EpError> {
+        let (_, factory) = self
+            .registry
+            .lookup(node.normalized_domain(), &node.op_type, opset)
+            .ok_or_else(|| EpError::unsupported_op("cuda", node, opset))?;
+        factory(
+            &self.runtime,
+            &KernelRequest {
+                node,
+                input_shapes,
+                opset,
+            },
+        )
+    }
+
+    fn allocate(&self, size: usize, align: usize) -> Result<DeviceBuffer, EpError> {
+        let (ptr, capacity) = self.runtime.allocate(size, align)?;
+        // SAFETY: the block holds `capacity >= size` bytes until it is deallocated.
+        Ok(unsafe {
+            DeviceBuffer::from_raw_parts(
+                ptr as usize as *mut std::ffi::c_void,
+                size,
+                capacity,
+                self.device_id(),
+            )
+        })
+    }
+
+    fn deallocate(&self, buffer: DeviceBuffer) -> Result<(), EpError> {
+        if buffer.device() != self.device_id() {
+            return Err(EpError::device(
+                "cuda: deallocate",
+                format!("the buffer belongs to {}, not {}", buffer.device(), self.device_id()),
+            ));
+        }
+        self.runtime.free(cuptr(buffer.as_ptr()))
+    }
+
+    unsafe fn copy_from_host(&self, src: &[u8], dst: DevicePtrMut) -> Result<(), EpError> {
+        self.runtime.htod(src, cuptr(dst.0))
+    }
+
+    unsafe fn copy_to_host(&self, src: DevicePtr, dst: &mut [u8]) -> Result<(), EpError> {
+        self.runtime.dtoh(dst, cuptr(src.0))
+    }
+
+    unsafe fn copy_on_device(
+        &self,
+        src: DevicePtr,
+        dst: DevicePtrMut,
+        bytes: usize,
+    ) -> Result<(), EpError> {
+        self.runtime.dtod(cuptr(src.0), cuptr(dst.0), bytes)
+    }
+
+    fn synchronize(&self) -> Result<(), EpError> {
+        self.runtime.synchronize()
+    }
+}

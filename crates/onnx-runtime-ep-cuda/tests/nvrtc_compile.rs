@@ -1,0 +1,32 @@
+//! Compiles every kernel module variant with NVRTC to CUBIN for sm_90. Needs no GPU, only the
+//! NVRTC library (and the CUDA fp16/bf16 headers): `pip install -r scripts/requirements-test.txt`.
+//! Without NVRTC the test is skipped with a message, except under CI=true, where it fails.
+
+use onnx_runtime_ep_cuda::compiler::{compile_cubin, nvrtc_version};
+use onnx_runtime_ep_cuda::libs;
+use onnx_runtime_ep_cuda::ops::modules::all_modules;
+
+#[test]
+fn every_kernel_module_compiles_to_cubin_for_sm90() {
+    if let Err(e) = libs::ensure_nvrtc() {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(!ci, "CI=true but NVRTC is missing: {e}");
+        eprintln!("SKIPPED: NVRTC not found ({e})");
+        return;
+    }
+    let version = nvrtc_version().expect("NVRTC version");
+    let modules = all_modules();
+    assert!(modules.len() >= 18, "expected every variant, got {}", modules.len());
+    let mut failures = Vec::new();
+    for spec in &modules {
+        match compile_cubin(spec, 90) {
+            Ok(cubin) => {
+                // A CUBIN is an ELF image, not PTX text.
+                assert_eq!(&cubin[..4], b"\x7fELF", "{} is not a CUBIN", spec.name);
+            }
+            Err(e) => failures.push(format!("{}: {e}", spec.name)),
+        }
+    }
+    assert!(failures.is_empty(), "NVRTC {version:?}:\n{}", failures.join("\n\n"));
+    eprintln!("compiled {} modules with NVRTC {version:?}", modules.len());
+}
