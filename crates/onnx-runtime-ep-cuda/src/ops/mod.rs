@@ -3,7 +3,13 @@
 pub mod common;
 pub mod modules;
 pub mod params;
+mod cast;
+mod construct;
+mod cumsum;
+mod index;
+mod movement;
 mod reshape;
+mod select;
 
 use crate::runtime::CudaRuntime;
 use onnx_runtime_ep_api::{EpResult, Kernel, KernelRequest, OpRegistry};
@@ -16,6 +22,12 @@ pub type Registry = OpRegistry<Factory>;
 /// Every op the CUDA provider runs.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
+    cast::register(&mut r);
+    construct::register(&mut r);
+    cumsum::register(&mut r);
+    index::register(&mut r);
+    movement::register(&mut r);
     reshape::register(&mut r);
+    select::register(&mut r);
     r
 }
