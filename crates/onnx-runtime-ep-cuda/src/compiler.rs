@@ -79,7 +79,10 @@ pub fn nvrtc_version() -> Result<(i32, i32), EpError> {
     // SAFETY: NVRTC is loaded; the out-pointers are valid.
     let r = unsafe { nv::nvrtcVersion(&mut major, &mut minor) };
     if r != nv::nvrtcResult::NVRTC_SUCCESS {
-        return Err(EpError::device("nvrtc", format!("nvrtcVersion failed: {r:?}")));
+        return Err(EpError::device(
+            "nvrtc",
+            format!("nvrtcVersion failed: {r:?}"),
+        ));
     }
     Ok((major, minor))
 }
@@ -137,7 +140,10 @@ pub fn compile_cubin(spec: &ModuleSpec, arch: u32) -> Result<Arc<Vec<u8>>, EpErr
                  toolkit (/usr/local/cuda/include) or `pip install nvidia-cuda-runtime`",
             ));
         }
-        options.extend(dirs.iter().map(|d| format!("--include-path={}", d.display())));
+        options.extend(
+            dirs.iter()
+                .map(|d| format!("--include-path={}", d.display())),
+        );
     }
     let file_key = cache_key(&source, &options, arch, version);
     let file = cache_dir().map(|d| d.join(format!("{}-sm{arch}-{file_key}.cubin", spec.name)));
@@ -226,23 +232,26 @@ fn nvrtc_compile(name: &str, source: &str, options: &[String]) -> Result<Vec<u8>
             ))
         } else {
             let mut size = 0usize;
-            check(nv::nvrtcGetCUBINSize(prog, &mut size), "nvrtcGetCUBINSize", name).and_then(
-                |_| {
-                    let mut buf = vec![0u8; size];
-                    check(
-                        nv::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char),
-                        "nvrtcGetCUBIN",
-                        name,
-                    )?;
-                    if buf.is_empty() {
-                        return Err(EpError::device(
-                            format!("nvrtc: {name}"),
-                            format!("NVRTC produced no CUBIN; log:\n{log}"),
-                        ));
-                    }
-                    Ok(buf)
-                },
+            check(
+                nv::nvrtcGetCUBINSize(prog, &mut size),
+                "nvrtcGetCUBINSize",
+                name,
             )
+            .and_then(|_| {
+                let mut buf = vec![0u8; size];
+                check(
+                    nv::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char),
+                    "nvrtcGetCUBIN",
+                    name,
+                )?;
+                if buf.is_empty() {
+                    return Err(EpError::device(
+                        format!("nvrtc: {name}"),
+                        format!("NVRTC produced no CUBIN; log:\n{log}"),
+                    ));
+                }
+                Ok(buf)
+            })
         };
         nv::nvrtcDestroyProgram(&mut prog);
         out
@@ -257,7 +266,8 @@ unsafe fn program_log(prog: nv::nvrtcProgram) -> String {
         return String::new();
     }
     let mut buf = vec![0u8; size];
-    if nv::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char) != nv::nvrtcResult::NVRTC_SUCCESS
+    if nv::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char)
+        != nv::nvrtcResult::NVRTC_SUCCESS
     {
         return String::new();
     }

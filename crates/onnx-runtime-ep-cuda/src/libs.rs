@@ -24,7 +24,8 @@ const DRIVER: LibSpec = LibSpec {
     what: "the CUDA driver library (libcuda)",
     sonames: &["libcuda.so.1", "libcuda.so"],
     companions: &[],
-    install: "install the NVIDIA driver (it provides libcuda.so.1) and check that `nvidia-smi` works",
+    install:
+        "install the NVIDIA driver (it provides libcuda.so.1) and check that `nvidia-smi` works",
 };
 
 const NVRTC: LibSpec = LibSpec {
@@ -38,7 +39,8 @@ const NVRTC: LibSpec = LibSpec {
         "libnvrtc-builtins.so.12.8",
         "libnvrtc-builtins.so",
     ],
-    install: "install the CUDA toolkit (/usr/local/cuda) or `pip install nvidia-cuda-nvrtc==13.0.88`",
+    install:
+        "install the CUDA toolkit (/usr/local/cuda) or `pip install nvidia-cuda-nvrtc==13.0.88`",
 };
 
 const CUBLASLT: LibSpec = LibSpec {
@@ -64,7 +66,12 @@ fn open_global(path: &Path) -> Result<libloading::os::unix::Library, String> {
 /// Folders that may hold CUDA libraries, most specific first.
 pub fn candidate_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR"] {
+    for var in [
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_ROOT",
+        "CUDA_TOOLKIT_ROOT_DIR",
+    ] {
         if let Some(root) = std::env::var_os(var) {
             let root = PathBuf::from(root);
             dirs.push(root.join("lib64"));
@@ -113,7 +120,12 @@ pub fn candidate_dirs() -> Vec<PathBuf> {
 /// Folders holding CUDA headers (cuda_fp16.h, cuda_bf16.h) for NVRTC.
 pub fn include_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR"] {
+    for var in [
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_ROOT",
+        "CUDA_TOOLKIT_ROOT_DIR",
+    ] {
         if let Some(root) = std::env::var_os(var) {
             dirs.push(PathBuf::from(root).join("include"));
         }

@@ -99,7 +99,11 @@ impl ExecutionProvider for CudaExecutionProvider {
         if buffer.device() != self.device_id() {
             return Err(EpError::device(
                 "cuda: deallocate",
-                format!("the buffer belongs to {}, not {}", buffer.device(), self.device_id()),
+                format!(
+                    "the buffer belongs to {}, not {}",
+                    buffer.device(),
+                    self.device_id()
+                ),
             ));
         }
         self.runtime.free(cuptr(buffer.as_ptr()))

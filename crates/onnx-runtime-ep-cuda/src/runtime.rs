@@ -470,14 +470,15 @@ impl CudaRuntime {
         self.capturing.store(false, Ordering::Release);
         let graph = ended.map_err(|e| drv("cuda: end capture", e))?;
         // SAFETY: `graph` was just produced by the capture.
-        let exec = match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
-            Ok(exec) => exec,
-            Err(e) => {
-                // SAFETY: the graph is ours and unused.
-                let _ = unsafe { result::graph::destroy(graph) };
-                return Err(drv("cuda: instantiate graph", e));
-            }
-        };
+        let exec =
+            match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
+                Ok(exec) => exec,
+                Err(e) => {
+                    // SAFETY: the graph is ours and unused.
+                    let _ = unsafe { result::graph::destroy(graph) };
+                    return Err(drv("cuda: instantiate graph", e));
+                }
+            };
         let mut state = self.graph.lock().unwrap_or_else(|e| e.into_inner());
         Self::destroy_graph(&mut state);
         state.graph = Some(graph);

@@ -16,7 +16,11 @@ fn every_kernel_module_compiles_to_cubin_for_sm90() {
     }
     let version = nvrtc_version().expect("NVRTC version");
     let modules = all_modules();
-    assert!(modules.len() >= 18, "expected every variant, got {}", modules.len());
+    assert!(
+        modules.len() >= 18,
+        "expected every variant, got {}",
+        modules.len()
+    );
     let mut failures = Vec::new();
     for spec in &modules {
         match compile_cubin(spec, 90) {
@@ -27,6 +31,10 @@ fn every_kernel_module_compiles_to_cubin_for_sm90() {
             Err(e) => failures.push(format!("{}: {e}", spec.name)),
         }
     }
-    assert!(failures.is_empty(), "NVRTC {version:?}:\n{}", failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "NVRTC {version:?}:\n{}",
+        failures.join("\n\n")
+    );
     eprintln!("compiled {} modules with NVRTC {version:?}", modules.len());
 }

@@ -21,11 +21,7 @@ struct CastKernel {
 }
 
 impl Kernel for CastKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let x = base.req(inputs, 0)?;

@@ -45,8 +45,7 @@ impl Base {
             op: self.op.clone(),
             dtype,
             detail: detail.into(),
-            hint: "cast the input to a supported type, or run this node on the CPU provider"
-                .into(),
+            hint: "cast the input to a supported type, or run this node on the CPU provider".into(),
         }
     }
 
@@ -459,7 +458,9 @@ pub fn read_ints(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec
         DataType::Int16 | DataType::Uint16 => 2,
         DataType::Int8 | DataType::Uint8 => 1,
         other => {
-            return Err(base.unsupported(other, format!("the {what} input must be an integer tensor")))
+            return Err(
+                base.unsupported(other, format!("the {what} input must be an integer tensor"))
+            )
         }
     };
     let span: usize = 1 + view

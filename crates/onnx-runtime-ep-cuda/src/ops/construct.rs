@@ -53,11 +53,7 @@ impl ConstructKernel {
 }
 
 impl Kernel for ConstructKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let out = &outputs[0];
@@ -99,8 +95,11 @@ impl Kernel for ConstructKernel {
                 self.write_i64s(out, &[x.numel() as i64])
             }
             Op::Range => {
-                let (start, limit, delta) =
-                    (base.req(inputs, 0)?, base.req(inputs, 1)?, base.req(inputs, 2)?);
+                let (start, limit, delta) = (
+                    base.req(inputs, 0)?,
+                    base.req(inputs, 1)?,
+                    base.req(inputs, 2)?,
+                );
                 for v in [limit, delta] {
                     base.same_dtype(start.dtype, v.dtype, "input")?;
                 }
@@ -109,7 +108,10 @@ impl Kernel for ConstructKernel {
                     return Err(base.err("the output must be 1-D"));
                 }
                 let f = *self.typed.get(&start.dtype).ok_or_else(|| {
-                    base.unsupported(start.dtype, "Range takes float, double, int16, int32, int64")
+                    base.unsupported(
+                        start.dtype,
+                        "Range takes float, double, int16, int32, int64",
+                    )
                 })?;
                 let (mut po, mut ps, mut pd) = (mut_ptr_of(out), ptr_of(start), ptr_of(delta));
                 let mut n = out.numel() as i64;
@@ -236,7 +238,11 @@ fn constant_of_shape(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult
     };
     let mut raw = [0u8; 16];
     if bytes.len() > 16 {
-        return Err(EpError::invalid_attribute(req.node, "value", "element too wide"));
+        return Err(EpError::invalid_attribute(
+            req.node,
+            "value",
+            "element too wide",
+        ));
     }
     raw[..bytes.len()].copy_from_slice(&bytes);
     let value = [
@@ -250,7 +256,11 @@ fn constant_of_shape(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult
     Ok(Box::new(k))
 }
 
-fn with_values(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, op: Op) -> EpResult<Box<dyn Kernel>> {
+fn with_values(
+    rt: &Arc<CudaRuntime>,
+    req: &KernelRequest<'_>,
+    op: Op,
+) -> EpResult<Box<dyn Kernel>> {
     let mut k = kernel(rt, req, op);
     let module = k.base.module(&copy_module())?;
     k.values_fn = Some(module.function("write_i64s")?);
@@ -279,7 +289,8 @@ fn range(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Ker
         (DataType::Float16, "f16"),
         (DataType::BFloat16, "bf16"),
     ] {
-        k.typed.insert(dtype, module.function(&format!("range_{tag}"))?);
+        k.typed
+            .insert(dtype, module.function(&format!("range_{tag}"))?);
     }
     Ok(Box::new(k))
 }

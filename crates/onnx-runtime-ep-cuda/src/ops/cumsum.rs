@@ -19,11 +19,7 @@ struct CumSumKernel {
 }
 
 impl Kernel for CumSumKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let x = base.req(inputs, 0)?;
@@ -37,7 +33,10 @@ impl Kernel for CumSumKernel {
             _ => return Err(base.err("axis must be a scalar (or 1-element) int tensor")),
         };
         let f = *self.typed.get(&x.dtype).ok_or_else(|| {
-            base.unsupported(x.dtype, "CumSum takes float, double, float16, bfloat16 and integers")
+            base.unsupported(
+                x.dtype,
+                "CumSum takes float, double, float16, bfloat16 and integers",
+            )
         })?;
         if x.rank() == 0 {
             return Err(base.err("CumSum needs a tensor of rank 1 or more"));

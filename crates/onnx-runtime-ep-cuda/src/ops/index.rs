@@ -65,7 +65,9 @@ impl IndexKernel {
         match idx.dtype {
             DataType::Int64 => Ok(true),
             DataType::Int32 if !matches!(self.op, Op::GatherNd | Op::ScatterNd) => Ok(false),
-            other => Err(self.base.unsupported(other, "indices must be int64 (or int32)")),
+            other => Err(self
+                .base
+                .unsupported(other, "indices must be int64 (or int32)")),
         }
     }
 
@@ -99,7 +101,13 @@ impl IndexKernel {
         let [mut a, mut b, mut c] = ptrs;
         let mut err = base.rt.err_ptr();
         let mut op = self.reduction;
-        let mut args = vec![arg(&mut a), arg(&mut b), arg(&mut c), arg(&mut err), arg(&mut p)];
+        let mut args = vec![
+            arg(&mut a),
+            arg(&mut b),
+            arg(&mut c),
+            arg(&mut err),
+            arg(&mut p),
+        ];
         if reduce {
             args.push(arg(&mut op));
         }
@@ -108,7 +116,12 @@ impl IndexKernel {
         unsafe { base.rt.launch(f, n as u64, &mut args) }
     }
 
-    fn gather(&self, data: &TensorView<'_>, idx: &TensorView<'_>, out: &TensorMut<'_>) -> EpResult<()> {
+    fn gather(
+        &self,
+        data: &TensorView<'_>,
+        idx: &TensorView<'_>,
+        out: &TensorMut<'_>,
+    ) -> EpResult<()> {
         let base = &self.base;
         base.same_dtype(data.dtype, out.dtype, "output")?;
         let r = data.rank();
@@ -140,9 +153,7 @@ impl IndexKernel {
             }
             Op::GatherElements => {
                 let axis = base.axis(self.axis, r, "axis")?;
-                if idx.rank() != r
-                    || (0..r).any(|k| k != axis && idx.shape[k] > data.shape[k])
-                {
+                if idx.rank() != r || (0..r).any(|k| k != axis && idx.shape[k] > data.shape[k]) {
                     return Err(base.err(format!(
                         "indices of shape {:?} do not fit data of shape {:?} (same rank, no \
                          larger outside axis {axis})",
@@ -153,7 +164,12 @@ impl IndexKernel {
                 base.expect_shape(out, &want, 0)?;
                 for k in 0..r {
                     let d = if k == axis { 0 } else { data.strides[k] as i64 };
-                    w.push(idx.shape[k], d, idx.strides[k] as i64, out.strides[k] as i64);
+                    w.push(
+                        idx.shape[k],
+                        d,
+                        idx.strides[k] as i64,
+                        out.strides[k] as i64,
+                    );
                 }
                 w.nd_dims.push(data.shape[axis] as i64);
                 w.nd_strides.push(data.strides[axis] as i64);
@@ -190,7 +206,11 @@ impl IndexKernel {
             }
         }
         let width = base.width(data.dtype)?;
-        let fns = if self.idx_is_i64(idx)? { &self.move_i64 } else { &self.move_i32 };
+        let fns = if self.idx_is_i64(idx)? {
+            &self.move_i64
+        } else {
+            &self.move_i32
+        };
         self.launch(
             fns.get(width),
             w,
@@ -225,7 +245,12 @@ impl IndexKernel {
             }
             for k in 0..r {
                 let d = if k == axis { 0 } else { out.strides[k] as i64 };
-                w.push(idx.shape[k], d, idx.strides[k] as i64, upd.strides[k] as i64);
+                w.push(
+                    idx.shape[k],
+                    d,
+                    idx.strides[k] as i64,
+                    upd.strides[k] as i64,
+                );
             }
             w.nd_dims.push(data.shape[axis] as i64);
             w.nd_strides.push(out.strides[axis] as i64);
@@ -244,10 +269,20 @@ impl IndexKernel {
                 )));
             }
             for j in 0..q - 1 {
-                w.push(idx.shape[j], 0, idx.strides[j] as i64, upd.strides[j] as i64);
+                w.push(
+                    idx.shape[j],
+                    0,
+                    idx.strides[j] as i64,
+                    upd.strides[j] as i64,
+                );
             }
             for (o, j) in (k..r).enumerate() {
-                w.push(data.shape[j], out.strides[j] as i64, 0, upd.strides[q - 1 + o] as i64);
+                w.push(
+                    data.shape[j],
+                    out.strides[j] as i64,
+                    0,
+                    upd.strides[q - 1 + o] as i64,
+                );
             }
             for j in 0..k {
                 w.nd_dims.push(data.shape[j] as i64);
@@ -272,7 +307,11 @@ impl IndexKernel {
         let i64_idx = self.idx_is_i64(idx)?;
         let ptrs = [mut_ptr_of(out), ptr_of(idx), ptr_of(upd)];
         if self.reduction == 0 {
-            let fns = if i64_idx { &self.move_i64 } else { &self.move_i32 };
+            let fns = if i64_idx {
+                &self.move_i64
+            } else {
+                &self.move_i32
+            };
             self.launch(fns.get(width), w, ptrs, false)
         } else {
             let f = *self.reduce.get(&(data.dtype, i64_idx)).ok_or_else(|| {
@@ -284,11 +323,7 @@ impl IndexKernel {
 }
 
 impl Kernel for IndexKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let (data, idx) = (base.req(inputs, 0)?, base.req(inputs, 1)?);
@@ -328,7 +363,11 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, op: Op) -> EpResult<Box
     };
     let batch_dims = attr_int(node, "batch_dims")?.unwrap_or(0);
     if batch_dims < 0 {
-        return Err(EpError::invalid_attribute(node, "batch_dims", "must be >= 0"));
+        return Err(EpError::invalid_attribute(
+            node,
+            "batch_dims",
+            "must be >= 0",
+        ));
     }
     let module = base.module(&index_module())?;
     let prefix = if scatter { "scatter" } else { "gather" };
@@ -340,7 +379,10 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, op: Op) -> EpResult<Box
         let m = base.module(&scatter_reduce_module())?;
         for (dtype, tag, _) in TYPED {
             for (is64, it) in [(false, "i32"), (true, "i64")] {
-                reduce.insert((dtype, is64), m.function(&format!("scatter_reduce_{tag}_{it}"))?);
+                reduce.insert(
+                    (dtype, is64),
+                    m.function(&format!("scatter_reduce_{tag}_{it}"))?,
+                );
             }
         }
     }

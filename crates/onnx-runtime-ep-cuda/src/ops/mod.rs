@@ -1,13 +1,13 @@
 //! CUDA kernels, one module per op family; each family registers its ops next to its code.
 
-pub mod common;
-pub mod modules;
-pub mod params;
 mod cast;
+pub mod common;
 mod construct;
 mod cumsum;
 mod index;
+pub mod modules;
 mod movement;
+pub mod params;
 mod reshape;
 mod select;
 

@@ -15,7 +15,11 @@ pub fn index_module() -> ModuleSpec {
 
 /// Scatters with a reduction, typed.
 pub fn scatter_reduce_module() -> ModuleSpec {
-    ModuleSpec::new("scatter_reduce", include_str!("../kernels/scatter_reduce.cu")).with_half()
+    ModuleSpec::new(
+        "scatter_reduce",
+        include_str!("../kernels/scatter_reduce.cu"),
+    )
+    .with_half()
 }
 
 pub fn cumsum_module() -> ModuleSpec {

@@ -38,7 +38,10 @@ pub fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> (i64, usize) {
     let (s, e) = if step > 0 {
         (norm(start).clamp(0, d), norm(end).clamp(0, d))
     } else {
-        (norm(start).clamp(0, (d - 1).max(0)), norm(end).clamp(-1, d - 1))
+        (
+            norm(start).clamp(0, (d - 1).max(0)),
+            norm(end).clamp(-1, d - 1),
+        )
     };
     let len = if step > 0 {
         if e > s {
@@ -150,7 +153,10 @@ impl MoveKernel {
         let (starts, ends, axes, steps) = if host.len() > 1 && host[1].is_some() {
             (
                 host[1].clone().unwrap_or_default(),
-                host.get(2).cloned().flatten().ok_or_else(|| base.err("ends is missing"))?,
+                host.get(2)
+                    .cloned()
+                    .flatten()
+                    .ok_or_else(|| base.err("ends is missing"))?,
                 host.get(3).cloned().flatten(),
                 host.get(4).cloned().flatten(),
             )
@@ -164,8 +170,7 @@ impl MoveKernel {
         };
         let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
         let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
-        if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len()
-        {
+        if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
             return Err(base.err(format!(
                 "starts {starts:?}, ends {ends:?}, axes {axes:?} and steps {steps:?} must have the same length"
             )));
@@ -198,7 +203,9 @@ impl MoveKernel {
         let views: Vec<&TensorView<'_>> = (0..base.present.len())
             .filter_map(|p| base.input(inputs, p))
             .collect();
-        let first = views.first().ok_or_else(|| base.err("Concat needs inputs"))?;
+        let first = views
+            .first()
+            .ok_or_else(|| base.err("Concat needs inputs"))?;
         let rank = first.rank();
         let axis = base.axis(self.axis, rank, "axis")?;
         let mut want = first.shape.to_vec();
@@ -206,7 +213,10 @@ impl MoveKernel {
         for v in &views {
             base.same_dtype(first.dtype, v.dtype, "input")?;
             if v.rank() != rank
-                || v.shape.iter().enumerate().any(|(k, &d)| k != axis && d != first.shape[k])
+                || v.shape
+                    .iter()
+                    .enumerate()
+                    .any(|(k, &d)| k != axis && d != first.shape[k])
             {
                 return Err(base.err(format!(
                     "inputs of shapes {:?} and {:?} cannot be concatenated on axis {}",
@@ -238,7 +248,9 @@ impl MoveKernel {
         let axis = base.axis(self.axis, rank, "axis")?;
         let dim = x.shape[axis];
         let n = outputs.len();
-        let sizes: Vec<usize> = if let Some(s) = host.get(1).cloned().flatten().or(self.ints.clone()) {
+        let sizes: Vec<usize> = if let Some(s) =
+            host.get(1).cloned().flatten().or(self.ints.clone())
+        {
             if s.len() != n || s.iter().any(|&v| v < 0) || s.iter().sum::<i64>() != dim as i64 {
                 return Err(base.err(format!(
                     "split {s:?} must have {n} non-negative entries summing to the axis size {dim}"
@@ -277,11 +289,7 @@ impl MoveKernel {
 }
 
 impl Kernel for MoveKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let host = self.host.values(base, inputs, outputs)?;
@@ -297,11 +305,15 @@ impl Kernel for MoveKernel {
         match self.op {
             Op::Transpose => self.transpose(x, out),
             Op::Expand => {
-                let shape = host[1].as_ref().ok_or_else(|| base.err("shape is missing"))?;
+                let shape = host[1]
+                    .as_ref()
+                    .ok_or_else(|| base.err("shape is missing"))?;
                 self.expand(x, out, shape)
             }
             Op::Tile => {
-                let reps = host[1].as_ref().ok_or_else(|| base.err("repeats is missing"))?;
+                let reps = host[1]
+                    .as_ref()
+                    .ok_or_else(|| base.err("repeats is missing"))?;
                 self.tile(x, out, reps)
             }
             Op::Slice => self.slice(x, out, &host),

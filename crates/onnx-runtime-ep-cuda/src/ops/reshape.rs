@@ -61,9 +61,7 @@ fn reshape_shape(
         }
     }
     if allowzero && infer.is_some() && spec.contains(&0) {
-        return Err(base.err(format!(
-            "shape {spec:?} has both 0 and -1 with allowzero=1"
-        )));
+        return Err(base.err(format!("shape {spec:?} has both 0 and -1 with allowzero=1")));
     }
     if let Some(i) = infer {
         let rest: usize = out.iter().product();
@@ -150,7 +148,13 @@ impl ReshapeKernel {
                 let mut it = input.iter();
                 Ok(insert
                     .iter()
-                    .map(|&ins| if ins { 1 } else { *it.next().expect("rank adds up") })
+                    .map(|&ins| {
+                        if ins {
+                            1
+                        } else {
+                            *it.next().expect("rank adds up")
+                        }
+                    })
                     .collect())
             }
         }
@@ -158,11 +162,7 @@ impl ReshapeKernel {
 }
 
 impl Kernel for ReshapeKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let x = base.req(inputs, 0)?;
@@ -243,7 +243,10 @@ fn build(
 fn reshape(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Kernel>> {
     let allowzero = attr_int(req.node, "allowzero")?.unwrap_or(0) != 0;
     let (attr_shape, host) = if req.opset < 5 {
-        (Some(attr_ints(req.node, "shape")?.unwrap_or_default()), vec![])
+        (
+            Some(attr_ints(req.node, "shape")?.unwrap_or_default()),
+            vec![],
+        )
     } else {
         (None, vec![1])
     };

@@ -16,14 +16,14 @@ struct WhereKernel {
 }
 
 impl Kernel for WhereKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
-        let (c, x, y) = (base.req(inputs, 0)?, base.req(inputs, 1)?, base.req(inputs, 2)?);
+        let (c, x, y) = (
+            base.req(inputs, 0)?,
+            base.req(inputs, 1)?,
+            base.req(inputs, 2)?,
+        );
         let out = &outputs[0];
         if c.dtype != DataType::Bool {
             return Err(base.unsupported(c.dtype, "the condition must be bool"));
@@ -40,13 +40,24 @@ impl Kernel for WhereKernel {
             ..Default::default()
         };
         p.dims = fill::<MAX_RANK>(&want.iter().map(|&d| d as i64).collect::<Vec<_>>());
-        p.c = fill(&broadcast_strides(base, c.shape, c.strides, &want, "condition")?);
+        p.c = fill(&broadcast_strides(
+            base,
+            c.shape,
+            c.strides,
+            &want,
+            "condition",
+        )?);
         p.x = fill(&broadcast_strides(base, x.shape, x.strides, &want, "X")?);
         p.y = fill(&broadcast_strides(base, y.shape, y.strides, &want, "Y")?);
         p.o = fill(&istrides(out.strides));
-        let (mut pc, mut px, mut py, mut po) =
-            (ptr_of(c), ptr_of(x), ptr_of(y), mut_ptr_of(out));
-        let mut args = [arg(&mut pc), arg(&mut px), arg(&mut py), arg(&mut po), arg(&mut p)];
+        let (mut pc, mut px, mut py, mut po) = (ptr_of(c), ptr_of(x), ptr_of(y), mut_ptr_of(out));
+        let mut args = [
+            arg(&mut pc),
+            arg(&mut px),
+            arg(&mut py),
+            arg(&mut po),
+            arg(&mut p),
+        ];
         // SAFETY: where_w{width}(cond, x, y, out, WhereParams) stays inside the views.
         unsafe { base.rt.launch(self.fns.get(width), p.n as u64, &mut args) }
     }
@@ -103,11 +114,7 @@ fn value_bytes(base: &Base, value: f32, dtype: DataType) -> EpResult<[u64; 2]> {
 }
 
 impl Kernel for PadKernel {
-    fn execute(
-        &self,
-        inputs: &[TensorView<'_>],
-        outputs: &mut [TensorMut<'_>],
-    ) -> EpResult<()> {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let x = base.req(inputs, 0)?;
@@ -193,7 +200,10 @@ impl Kernel for PadKernel {
 
 fn pad(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Kernel>> {
     let base = Base::new(rt, req.node);
-    let mode = match attr_string(req.node, "mode")?.as_deref().unwrap_or("constant") {
+    let mode = match attr_string(req.node, "mode")?
+        .as_deref()
+        .unwrap_or("constant")
+    {
         "constant" => PadMode::Constant,
         "reflect" => PadMode::Reflect,
         "edge" => PadMode::Edge,

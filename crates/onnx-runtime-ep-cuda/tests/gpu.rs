@@ -1,0 +1,17 @@
+//! GPU tests of the CUDA provider: every kernel against a plain Rust reference on random
+//! inputs (several dtypes, strided and broadcast inputs, negative axes), and eager-vs-replay
+//! equality under CUDA graph capture. Built only with `--features gpu-tests`, so a CI machine
+//! without a GPU neither runs nor reports them. Run with `scripts/gpu-test`.
+#![cfg(feature = "gpu-tests")]
+
+#[path = "gpu/harness.rs"]
+mod harness;
+
+#[path = "gpu/capture.rs"]
+mod capture;
+#[path = "gpu/construct.rs"]
+mod construct;
+#[path = "gpu/index.rs"]
+mod index;
+#[path = "gpu/movement.rs"]
+mod movement;
