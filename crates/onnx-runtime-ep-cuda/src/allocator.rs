@@ -1,6 +1,7 @@
 //! A caching device allocator with size classes.
 //!
-//! Blocks are rounded up to a size class (eighths of each power of two, at least 512 bytes);
+//! Blocks are rounded up to a size class (steps of an eighth of the power of two below the
+//! size, at least 512 bytes, so at most 12.5% is wasted);
 //! a freed block goes back to its class's free list and is handed out again without calling
 //! `cuMemAlloc`. All work runs on the provider's one stream, so a block freed on the host can be
 //! reused at once by later work on that stream (stream order keeps earlier uses first).
@@ -22,7 +23,8 @@ pub struct CachingAllocator {
 pub fn size_class(size: usize) -> usize {
     let s = size.max(512);
     let pow = s.checked_next_power_of_two().unwrap_or(s);
-    let step = (pow / 8).max(512);
+    let lower = if pow == s { s } else { pow / 2 };
+    let step = (lower / 8).max(512);
     s.div_ceil(step).saturating_mul(step)
 }
 

@@ -115,7 +115,9 @@ fn cache_key(source: &str, options: &[String], arch: u32, version: (i32, i32)) -
     format!("{a:016x}{b:016x}")
 }
 
-static MEMORY: OnceLock<Mutex<HashMap<(ModuleSpec, u32), Arc<Vec<u8>>>>> = OnceLock::new();
+/// CUBINs compiled (or read) in this process, by variant and architecture.
+type MemoryCache = Mutex<HashMap<(ModuleSpec, u32), Arc<Vec<u8>>>>;
+static MEMORY: OnceLock<MemoryCache> = OnceLock::new();
 
 /// Compiles `spec` to CUBIN for `sm_{arch}` (e.g. 90), using the in-memory and disk caches.
 pub fn compile_cubin(spec: &ModuleSpec, arch: u32) -> Result<Arc<Vec<u8>>, EpError> {

@@ -179,6 +179,16 @@ fn site_packages() -> Vec<PathBuf> {
             roots.push(version.join("lib"));
         }
     }
+    // Interpreters on PATH (virtual environments, CI tool caches): their prefix's lib/.
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            if dir.join("python3").exists() || dir.join("python").exists() {
+                if let Some(prefix) = dir.parent() {
+                    roots.push(prefix.join("lib"));
+                }
+            }
+        }
+    }
     for venv in glob_dirs("/opt", |_| true) {
         roots.push(venv.join(".venv/lib"));
         roots.push(venv.join("lib"));

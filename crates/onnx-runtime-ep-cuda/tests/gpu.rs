@@ -3,6 +3,8 @@
 //! equality under CUDA graph capture. Built only with `--features gpu-tests`, so a CI machine
 //! without a GPU neither runs nor reports them. Run with `scripts/gpu-test`.
 #![cfg(feature = "gpu-tests")]
+// Tests read best with explicit index loops and cloned one-element input lists.
+#![allow(clippy::cloned_ref_to_slice_refs, clippy::needless_range_loop)]
 
 #[path = "gpu/harness.rs"]
 mod harness;

@@ -1,6 +1,6 @@
 // Cast to OUT_T (defined per variant, e.g. `#define OUT_T float`) from every numeric dtype and
-// bool, honouring input and output strides. Float to integer truncates toward zero (the GPU's
-// conversion saturates out-of-range values and maps NaN to 0); to bool is `x != 0`.
+// bool, honouring input and output strides. Float to integer truncates toward zero, saturates
+// at the integer type's limits and maps NaN to 0; to bool is `x != 0`.
 
 #define CAST_FROM(NAME, T)                                                                   \
   extern "C" __global__ void cast_from_##NAME(const T *__restrict__ in,                     \

@@ -9,8 +9,35 @@ __device__ __forceinline__ float widen(f16 x) { return __half2float(x); }
 __device__ __forceinline__ float widen(bf16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T widen(T x) { return x; }
 
+// Integer limits, for saturating float-to-integer conversion.
+template <typename T> struct IntLimits { static const bool is_int = false; };
+#define INT_LIMITS(T, LO, HI)                                                                \
+  template <> struct IntLimits<T> {                                                          \
+    static const bool is_int = true;                                                         \
+    __device__ static __forceinline__ T lo() { return LO; }                                  \
+    __device__ static __forceinline__ T hi() { return HI; }                                  \
+  };
+INT_LIMITS(signed char, -128, 127)
+INT_LIMITS(unsigned char, 0, 255)
+INT_LIMITS(short, -32768, 32767)
+INT_LIMITS(unsigned short, 0, 65535)
+INT_LIMITS(int, (-2147483647 - 1), 2147483647)
+INT_LIMITS(unsigned int, 0u, 4294967295u)
+INT_LIMITS(long long, (-9223372036854775807LL - 1), 9223372036854775807LL)
+INT_LIMITS(unsigned long long, 0ull, 18446744073709551615ull)
+
+// Float to integer: truncation toward zero, saturating at the type's limits, NaN to 0 (the
+// same rules as Rust's `as`); other conversions are plain C conversions.
 template <typename To> struct Narrow {
-  template <typename F> __device__ static __forceinline__ To from(F x) { return (To)x; }
+  template <typename F> __device__ static __forceinline__ To from(F x) {
+    if constexpr (IntLimits<To>::is_int &&
+                  (same_type<F, float>::value || same_type<F, double>::value)) {
+      if (x != x) return (To)0;
+      if (x <= (F)IntLimits<To>::lo()) return IntLimits<To>::lo();
+      if (x >= (F)IntLimits<To>::hi()) return IntLimits<To>::hi();
+    }
+    return (To)x;
+  }
 };
 template <> struct Narrow<bool> {
   template <typename F> __device__ static __forceinline__ bool from(F x) { return x != (F)0; }

@@ -476,8 +476,8 @@ pub fn read_ints(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let mut off = 0usize;
-        for k in 0..view.shape.len() {
-            off += (i / strides[k]) % view.shape[k] * view.strides[k];
+        for ((&cs, &d), &s) in strides.iter().zip(view.shape).zip(view.strides) {
+            off += (i / cs) % d * s;
         }
         let b = &bytes[off * w..off * w + w];
         out.push(match view.dtype {

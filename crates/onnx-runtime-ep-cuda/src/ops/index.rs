@@ -191,9 +191,9 @@ impl IndexKernel {
                 want.extend_from_slice(&data.shape[b + k..]);
                 base.expect_shape(out, &want, 0)?;
                 let os = istrides(out.strides);
-                for j in 0..q - 1 {
+                for (j, &o) in os.iter().enumerate().take(q - 1) {
                     let d = if j < b { data.strides[j] as i64 } else { 0 };
-                    w.push(idx.shape[j], d, idx.strides[j] as i64, os[j]);
+                    w.push(idx.shape[j], d, idx.strides[j] as i64, o);
                 }
                 for (o, j) in (b + k..r).enumerate() {
                     w.push(data.shape[j], data.strides[j] as i64, 0, os[q - 1 + o]);

@@ -58,6 +58,7 @@ pub fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> (i64, usize) {
 }
 
 impl MoveKernel {
+    #[allow(clippy::too_many_arguments)]
     fn copy(
         &self,
         x: &TensorView<'_>,
@@ -138,9 +139,9 @@ impl MoveKernel {
             .collect();
         base.expect_shape(out, &want, 0)?;
         let (mut dims, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
-        for k in 0..x.rank() {
+        for (k, &rep) in repeats.iter().enumerate() {
             let os = out.strides[k] as i64;
-            dims.extend([repeats[k] as usize, x.shape[k]]);
+            dims.extend([rep as usize, x.shape[k]]);
             a.extend([0, x.strides[k] as i64]);
             b.extend([x.shape[k] as i64 * os, os]);
         }
@@ -266,7 +267,7 @@ impl MoveKernel {
                 .map(|i| chunk.min(dim.saturating_sub(chunk * i)))
                 .collect()
         } else {
-            if n == 0 || dim % n != 0 {
+            if n == 0 || !dim.is_multiple_of(n) {
                 return Err(base.err(format!(
                     "axis size {dim} does not split evenly into {n} outputs; give split sizes"
                 )));

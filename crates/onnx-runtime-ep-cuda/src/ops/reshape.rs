@@ -65,7 +65,7 @@ fn reshape_shape(
     }
     if let Some(i) = infer {
         let rest: usize = out.iter().product();
-        if rest == 0 || numel % rest != 0 {
+        if rest == 0 || !numel.is_multiple_of(rest) {
             return Err(base.err(format!(
                 "cannot reshape {input:?} ({numel} elements) to {spec:?}"
             )));

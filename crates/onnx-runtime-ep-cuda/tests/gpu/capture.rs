@@ -208,10 +208,16 @@ fn capture_refuses_host_copies_and_unwarmed_signatures() {
         &[(DataType::Float32, vec![1, 6])],
     );
     b.execute(kernel.as_ref()).unwrap();
+    let buf = ep.allocate(4, 256).unwrap();
     runtime.begin_graph_capture(&[kernel.as_ref()]).unwrap();
+    // A block the cache does not hold cannot come from cuMemAlloc during capture.
+    let err = ep.allocate(1 << 30, 256).unwrap_err();
+    assert!(
+        err.to_string().contains("before begin_graph_capture"),
+        "{err}"
+    );
     // Copies to or from the host are refused while capturing.
     let mut host = [0u8; 4];
-    let buf = ep.allocate(4, 256).unwrap();
     let err = unsafe {
         runtime.dtoh(
             &mut host,
@@ -231,6 +237,22 @@ fn capture_refuses_host_copies_and_unwarmed_signatures() {
     // After the abort the stream works eagerly again.
     b.execute(kernel.as_ref()).unwrap();
     b.read().unwrap();
+}
+
+#[test]
+fn libraries_found_without_user_variables() {
+    // The machine's loader path need not hold the toolkit: discovery finds it.
+    let driver = onnx_runtime_ep_cuda::libs::ensure_driver().unwrap();
+    let nvrtc = onnx_runtime_ep_cuda::libs::ensure_nvrtc().unwrap();
+    let cublaslt = onnx_runtime_ep_cuda::libs::ensure_cublaslt().unwrap();
+    eprintln!(
+        "libcuda: {}\nnvrtc: {}\ncublasLt: {}",
+        driver.display(),
+        nvrtc.display(),
+        cublaslt.display()
+    );
+    let version = onnx_runtime_ep_cuda::compiler::nvrtc_version().unwrap();
+    assert!(version.0 >= 12, "NVRTC {version:?}");
 }
 
 #[test]

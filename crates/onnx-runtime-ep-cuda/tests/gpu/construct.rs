@@ -48,11 +48,19 @@ fn cast_every_pair_of_numeric_types() {
         }
     }
     // Negative values into signed types, NaN to bool.
-    let x = from_f64s(DataType::Float32, &[4], &[-3.75, -0.5, f64::NAN, 0.0]);
+    // Negative values, NaN and out-of-range values: truncation, NaN to 0 and saturation,
+    // as Rust's `as` does.
+    let x = from_f64s(
+        DataType::Float32,
+        &[6],
+        &[-3.75, -0.5, f64::NAN, 0.0, 1e20, -1e20],
+    );
     for to in [
         DataType::Int8,
         DataType::Int32,
         DataType::Int64,
+        DataType::Uint8,
+        DataType::Uint64,
         DataType::Bool,
     ] {
         let n = node(
@@ -61,8 +69,8 @@ fn cast_every_pair_of_numeric_types() {
             1,
             &[("to", Attribute::Int(to.onnx_code() as i64))],
         );
-        let got = run(&ep, &n, 13, &[x.clone()], &[(to, vec![4])]).unwrap();
-        let want = T::new(to, &[4], (0..4).flat_map(|k| put(to, get(&x, k))).collect());
+        let got = run(&ep, &n, 13, &[x.clone()], &[(to, vec![6])]).unwrap();
+        let want = T::new(to, &[6], (0..6).flat_map(|k| put(to, get(&x, k))).collect());
         assert_same(&got[0], &want, &format!("cast negative -> {to}"));
     }
 }
@@ -134,13 +142,13 @@ fn cumsum_exclusive_reverse_dtypes() {
 fn range_constant_of_shape_shape_size() {
     let ep = gpu();
     for (dtype, start, limit, delta) in [
-        (DataType::Float32, 1.5, 9.0, 0.75),
+        (DataType::Float32, 1.5f64, 9.0, 0.75),
         (DataType::Int64, 10.0, -7.0, -3.0),
         (DataType::Int32, 0.0, 17.0, 4.0),
         (DataType::Int16, -5.0, 5.0, 2.0),
         (DataType::Float64, -1.0, 1.0, 0.125),
     ] {
-        let count = ((limit - start) / delta as f64).ceil().max(0.0) as usize;
+        let count = ((limit - start) / delta).ceil().max(0.0) as usize;
         let n = node("Range", 3, 1, &[]);
         let inputs = [start, limit, delta].map(|v| from_f64s(dtype, &[], &[v]));
         let got = run(&ep, &n, 11, &inputs, &[(dtype, vec![count])]).unwrap();

@@ -247,9 +247,6 @@ impl Rng {
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
         lo + (self.next() % (hi - lo) as u64) as i64
     }
-    pub fn f64(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
