@@ -4,6 +4,7 @@
 
 use crate::CpuRegistry;
 
+pub mod attention;
 pub mod common;
 mod conv;
 mod conv_transpose;
@@ -35,4 +36,5 @@ pub fn register(r: &mut CpuRegistry) {
     quant::register(r);
     qlinear::register(r);
     signal::register(r);
+    attention::register(r);
 }
