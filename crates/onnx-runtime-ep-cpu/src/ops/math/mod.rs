@@ -1,7 +1,25 @@
-//! The `math` op family. Each submodule registers its kernels in [`register`].
+//! The `math` op family: elementwise arithmetic, activations, comparisons and logic, casts,
+//! reductions, softmax, cumulative and sorting ops. Each submodule registers its kernels in
+//! [`register`].
 
 use crate::CpuRegistry;
 
+mod activation;
+mod binary;
+mod common;
+pub mod elementwise;
+mod logic;
+pub mod num;
+mod unary;
+mod variadic;
+
+#[cfg(test)]
+mod testutil;
+
 pub fn register(r: &mut CpuRegistry) {
-    let _ = r;
+    activation::register(r);
+    binary::register(r);
+    logic::register(r);
+    unary::register(r);
+    variadic::register(r);
 }
