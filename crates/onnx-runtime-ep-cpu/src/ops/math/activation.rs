@@ -297,8 +297,8 @@ pub fn register(r: &mut CpuRegistry) {
         Ok(float_kernel(ctx, Elu(f64_attr(ctx, "alpha", 1.0)?)))
     });
     register_versions(r, "", "Selu", &[1, 6, 22], |ctx| {
-        let alpha = f64_attr(ctx, "alpha", 1.673_263_192_176_818_847_656_25)?;
-        let gamma = f64_attr(ctx, "gamma", 1.050_701_022_148_132_324_218_75)?;
+        let alpha = f64_attr(ctx, "alpha", 1.673_263_2)?;
+        let gamma = f64_attr(ctx, "gamma", 1.050_701)?;
         Ok(float_kernel(ctx, Selu(alpha, gamma)))
     });
     r.register("", "Celu", 12, |ctx| {

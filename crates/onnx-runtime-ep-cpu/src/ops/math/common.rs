@@ -63,6 +63,7 @@ impl NodeInfo {
     }
 
     /// A scalar (one-element) input's value as f64.
+    #[allow(dead_code)]
     pub fn scalar_f64(&self, t: &Tensor, what: &str) -> Result<f64, EpError> {
         if t.numel() != 1 {
             return Err(self.invalid(format!(
@@ -76,6 +77,7 @@ impl NodeInfo {
     }
 
     /// A 1-D (or scalar) integer input's values.
+    #[allow(dead_code)]
     pub fn ints_input(&self, t: &Tensor, what: &str) -> Result<Vec<i64>, EpError> {
         if t.rank() > 1 {
             return Err(self.invalid(format!("{what} must be 1-D, got shape {:?}", t.shape())));

@@ -1,4 +1,5 @@
 //! Test helpers: run a registered kernel on tensors and compare with reference values.
+#![allow(dead_code)]
 
 use crate::kernel::BuildContext;
 use crate::{Tensor, Value};
@@ -139,7 +140,7 @@ pub fn check(
 ) {
     let got = run1(op, opset, attrs, inputs);
     assert_eq!(got.dtype(), want_dtype, "{op}: dtype");
-    let ctx = format!("{op}");
+    let ctx = op.to_string();
     let g = got.to_f64_vec().expect("numeric output");
     assert_eq!(got.shape(), shape, "{ctx}: shape");
     for (i, (&x, &y)) in g.iter().zip(want).enumerate() {
