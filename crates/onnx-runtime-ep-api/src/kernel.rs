@@ -16,6 +16,11 @@ pub enum CaptureSupport {
 /// One node's computation. Built by [`crate::ExecutionProvider::get_kernel`].
 pub trait Kernel: Send + Sync {
     /// Runs the node: reads `inputs`, writes `outputs` (whose shapes the caller resolved).
+    ///
+    /// `inputs` holds one view per node input in order. An omitted optional input in the
+    /// middle takes a placeholder view that the kernel ignores; alternatively the caller may
+    /// pass only the views of the wired inputs, in order. Trailing omitted inputs may be left
+    /// off in both forms.
     fn execute(
         &self,
         inputs: &[TensorView<'_>],

@@ -126,6 +126,13 @@ pub fn compile_cubin(spec: &ModuleSpec, arch: u32) -> Result<Arc<Vec<u8>>, EpErr
     if let Some(hit) = memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(hit.clone());
     }
+    // One compile at a time: threads that want the same variant wait for the first one's
+    // result instead of compiling it again.
+    static COMPILING: Mutex<()> = Mutex::new(());
+    let _guard = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(hit.clone());
+    }
     let version = nvrtc_version()?;
     let source = spec.full_source();
     let mut options = vec![

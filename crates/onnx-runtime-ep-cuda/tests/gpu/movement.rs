@@ -410,3 +410,25 @@ fn pad_all_modes_negative_pads_and_axes() {
     }
     assert_close(&got[0], &want, 0.0, 0.0, "pad axes");
 }
+
+#[test]
+fn omitted_optional_input_compact_or_placeholder() {
+    // Slice with axes omitted but steps given: inputs [data, starts, ends, -, steps].
+    let ep = gpu();
+    let x = random_bytes(&mut Rng::new(9), DataType::Int16, &[5, 4]);
+    let mut n = node("Slice", 5, 1, &[]);
+    n.inputs[3] = None;
+    let want = moved(&x, &[2, 2], |o| lin(&[5, 4], &[4 - 2 * o[0], 1 + 2 * o[1]]));
+    let starts = i64s(&[2], &[-1, 1]);
+    let ends = i64s(&[2], &[0, 4]);
+    let steps = i64s(&[2], &[-2, 2]);
+    // Only the wired inputs, in order.
+    let compact = [x.clone(), starts.clone(), ends.clone(), steps.clone()];
+    let got = run(&ep, &n, 13, &compact, &[(DataType::Int16, vec![2, 2])]).unwrap();
+    assert_same(&got[0], &want, "compact inputs");
+    // One view per node input, with a placeholder for the omitted one.
+    let placeholder = i64s(&[0], &[]);
+    let full = [x, starts, ends, placeholder, steps];
+    let got = run(&ep, &n, 13, &full, &[(DataType::Int16, vec![2, 2])]).unwrap();
+    assert_same(&got[0], &want, "placeholder inputs");
+}
