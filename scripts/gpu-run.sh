@@ -19,7 +19,7 @@ run() {
   (( rc == 0 )) || status=1
 }
 run seed-conformance "$here/seed-conformance" --test-threads=1
-run cuda-gpu-tests "$here/cuda-gpu-tests" --test-threads=4
+run cuda-gpu-tests "$here/cuda-gpu-tests" --test-threads=4 --nocapture
 echo
 echo "| binary | exit | result |"
 echo "| --- | --- | --- |"

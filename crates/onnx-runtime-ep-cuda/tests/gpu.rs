@@ -9,6 +9,8 @@
 #[path = "gpu/harness.rs"]
 mod harness;
 
+#[path = "gpu/bench.rs"]
+mod bench;
 #[path = "gpu/capture.rs"]
 mod capture;
 #[path = "gpu/construct.rs"]

@@ -150,23 +150,41 @@ impl Base {
     }
 }
 
-/// The functions `prefix_w{1,2,4,8,16}suffix` of a module, by element width.
-pub struct WidthFns([Function; 5]);
+/// The functions `prefix_w{1,2,4,8,16}suffix` of a module, by element width. For `copy_nd`
+/// it also holds the 32-bit-index variants `copy_nd32_w*`.
+pub struct WidthFns([Function; 5], Option<[Function; 5]>);
 
 impl WidthFns {
     pub fn load(module: &Module, prefix: &str, suffix: &str) -> EpResult<Self> {
-        let f = |w: usize| module.function(&format!("{prefix}_w{w}{suffix}"));
-        Ok(WidthFns([f(1)?, f(2)?, f(4)?, f(8)?, f(16)?]))
+        let f = |p: &str, w: usize| module.function(&format!("{p}_w{w}{suffix}"));
+        let load = |p: &str| -> EpResult<[Function; 5]> {
+            Ok([f(p, 1)?, f(p, 2)?, f(p, 4)?, f(p, 8)?, f(p, 16)?])
+        };
+        let narrow = if prefix == "copy_nd" {
+            Some(load("copy_nd32")?)
+        } else {
+            None
+        };
+        Ok(WidthFns(load(prefix)?, narrow))
     }
 
-    pub fn get(&self, width: usize) -> Function {
-        self.0[match width {
+    fn slot(width: usize) -> usize {
+        match width {
             1 => 0,
             2 => 1,
             4 => 2,
             8 => 3,
             _ => 4,
-        }]
+        }
+    }
+
+    pub fn get(&self, width: usize) -> Function {
+        self.0[Self::slot(width)]
+    }
+
+    /// The 32-bit-index variant, where the module has one.
+    pub fn get_narrow(&self, width: usize) -> Option<Function> {
+        self.1.map(|f| f[Self::slot(width)])
     }
 }
 
@@ -311,10 +329,29 @@ pub fn copy_strided(
         p.a[k] = sa[k];
         p.b[k] = sb[k];
     }
+    // Every offset the walk reaches lies between the offset plus the negative strides' reach
+    // and the offset plus the positive strides' reach.
+    let fits = |off: i64, strides: &[i64]| {
+        let (mut lo, mut hi) = (off, off);
+        for (k, &s) in strides.iter().enumerate() {
+            let reach = s.saturating_mul(d[k] as i64 - 1);
+            if reach < 0 {
+                lo = lo.saturating_add(reach);
+            } else {
+                hi = hi.saturating_add(reach);
+            }
+        }
+        lo >= i32::MIN as i64 && hi <= i32::MAX as i64
+    };
+    let narrow = n <= i32::MAX as usize / 2 && fits(a_off, &sa) && fits(b_off, &sb);
+    let f = match fns.get_narrow(width) {
+        Some(f) if narrow => f,
+        _ => fns.get(width),
+    };
     let (mut s, mut t) = (src, dst);
     let mut args = [arg(&mut s), arg(&mut t), arg(&mut p)];
-    // SAFETY: copy_nd_w{width}(src, dst, Strided2) reads/writes inside the caller's views.
-    unsafe { base.rt.launch(fns.get(width), n as u64, &mut args) }
+    // SAFETY: copy_nd(32)_w{width}(src, dst, Strided2) reads/writes inside the caller's views.
+    unsafe { base.rt.launch(f, n as u64, &mut args) }
 }
 
 /// A kernel argument pointer for `cuLaunchKernel`.
