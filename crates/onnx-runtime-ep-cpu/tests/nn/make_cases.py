@@ -105,11 +105,9 @@ def main():
     prefixes = sys.argv[2:] or NN_PREFIXES
     cases = backend_cases(prefixes)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    try:
-        import ms_cases
-        cases += ms_cases.cases()
-    except ImportError:
-        pass
+    import ms_cases
+
+    cases += ms_cases.cases()
     with open(out, "w") as f:
         json.dump(cases, f)
     print(f"{len(cases)} cases -> {out}")

@@ -27,8 +27,12 @@ pub struct Sdpa<'a, T> {
     pub bias: Option<(&'a [T], [usize; 4])>,
     pub scale: T,
     pub softcap: T,
-    /// Causal masking: key j is hidden from query i when j > i + offset.
-    pub causal_offset: Option<usize>,
+    /// Causal masking per batch: key j is hidden from query i when j > i + offset[b].
+    pub causal_offsets: Option<Vec<usize>>,
+    /// Sliding window (with causal): key j is also hidden when j + window <= i + offset[b].
+    pub window: Option<usize>,
+    /// Per-head extra softmax logit (smooth softmax / attention sinks).
+    pub sink: Option<Vec<T>>,
     /// Per batch: keys at or beyond this count are hidden.
     pub kv_valid: Option<&'a [usize]>,
     /// Value hidden keys get (-inf for ONNX, mask_filter_value for some contrib ops).
@@ -88,9 +92,15 @@ impl<T: Real> Sdpa<'_, T> {
                             *x += bias[base + j * st[3]];
                         }
                     }
-                    if let Some(off) = self.causal_offset {
-                        for x in row.iter_mut().skip(i + off + 1) {
+                    if let Some(offs) = &self.causal_offsets {
+                        let pos = i + offs[bi];
+                        for x in row.iter_mut().skip(pos + 1) {
                             *x = self.masked;
+                        }
+                        if let Some(w) = self.window {
+                            for x in row.iter_mut().take((pos + 1).saturating_sub(w)) {
+                                *x = self.masked;
+                            }
                         }
                     }
                     if let Some(valid) = self.kv_valid {
@@ -102,9 +112,13 @@ impl<T: Real> Sdpa<'_, T> {
                 if want == ScoresOut::Biased {
                     so.as_mut().expect("scores").copy_from_slice(&s);
                 }
+                let sink = self.sink.as_ref().map(|v| v[h]);
                 for row in s.chunks_mut(t.max(1)) {
-                    let m = row.iter().copied().fold(T::neg_infinity(), T::max);
-                    let mut sum = T::zero();
+                    let mut m = row.iter().copied().fold(T::neg_infinity(), T::max);
+                    if let Some(sk) = sink {
+                        m = m.max(sk);
+                    }
+                    let mut sum = sink.map_or(T::zero(), |sk| (sk - m).exp());
                     for x in row.iter_mut() {
                         *x = (*x - m).exp();
                         sum += *x;
@@ -338,7 +352,9 @@ impl AttentionKernel {
             bias: bias_ref,
             scale: T::from_f64c(scale),
             softcap: T::from_f64c(self.softcap as f64),
-            causal_offset: self.causal.then_some(p),
+            causal_offsets: self.causal.then(|| vec![p; b]),
+            window: None,
+            sink: None,
             kv_valid: kv_valid.as_deref(),
             masked: neg,
         };

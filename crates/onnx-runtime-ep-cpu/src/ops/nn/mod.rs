@@ -6,6 +6,8 @@ use crate::CpuRegistry;
 
 pub mod attention;
 pub mod common;
+mod contrib_attention;
+mod contrib_misc;
 mod conv;
 mod conv_transpose;
 mod dropout;
@@ -37,4 +39,6 @@ pub fn register(r: &mut CpuRegistry) {
     qlinear::register(r);
     signal::register(r);
     attention::register(r);
+    contrib_attention::register(r);
+    contrib_misc::register(r);
 }
