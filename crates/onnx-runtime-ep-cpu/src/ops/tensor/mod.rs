@@ -14,7 +14,9 @@ pub(crate) mod copy;
 
 mod concat_split;
 mod construct;
+mod detection;
 mod gather;
+mod grid;
 mod identity;
 mod pad;
 mod random;
@@ -23,6 +25,7 @@ mod scatter;
 mod select;
 mod sequence;
 mod slice;
+mod strings;
 mod transpose;
 mod unique;
 
@@ -46,4 +49,7 @@ pub fn register(r: &mut CpuRegistry) {
     unique::register(r);
     random::register(r);
     sequence::register(r);
+    strings::register(r);
+    detection::register(r);
+    grid::register(r);
 }
