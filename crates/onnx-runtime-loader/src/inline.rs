@@ -26,10 +26,16 @@ pub(crate) fn inline_functions(
 ) -> Result<(), LoadError> {
     let mut names = HashSet::new();
     collect_names(graph, &mut names);
-    let mut prefix = String::from("_inl");
-    while names.iter().any(|n| n.starts_with(&prefix)) {
-        prefix.insert(0, '_');
-    }
+    // `_..._inl` with more leading underscores than any name of the form `_..._inl...`.
+    let underscores = names
+        .iter()
+        .filter_map(|n| {
+            let rest = n.trim_start_matches('_');
+            rest.starts_with("inl").then_some(n.len() - rest.len())
+        })
+        .max()
+        .map_or(1, |u| u + 1);
+    let prefix = format!("{}inl", "_".repeat(underscores));
     let mut inliner = Inliner {
         functions: functions
             .iter()
@@ -51,6 +57,40 @@ fn collect_names(g: &Graph, out: &mut HashSet<String>) {
                 collect_names(sub, out);
             }
         }
+    }
+}
+
+/// Roughly the bytes a node (with its attributes) occupies, for the inlining budget.
+fn node_cost(n: &Node) -> usize {
+    256 + n.attributes.values().map(attribute_cost).sum::<usize>()
+}
+
+fn attribute_cost(a: &Attribute) -> usize {
+    let tensor = |t: &onnx_runtime_ir::TensorData| {
+        64 + t.bytes().len()
+            + t.strings()
+                .map_or(0, |s| s.iter().map(|s| s.len() + 24).sum())
+    };
+    let graph = |g: &Graph| {
+        g.nodes.iter().map(node_cost).sum::<usize>()
+            + g.initializers.values().map(tensor).sum::<usize>()
+            + g.values.len() * 64
+    };
+    32 + match a {
+        Attribute::String(s) => s.len(),
+        Attribute::Tensor(t) => tensor(t),
+        Attribute::Graph(g) => graph(g),
+        Attribute::SparseTensor(s) => tensor(&s.values) + tensor(&s.indices),
+        Attribute::Floats(v) => v.len() * 4,
+        Attribute::Ints(v) => v.len() * 8,
+        Attribute::Strings(v) => v.iter().map(|s| s.len() + 24).sum(),
+        Attribute::Tensors(v) => v.iter().map(tensor).sum(),
+        Attribute::Graphs(v) => v.iter().map(graph).sum(),
+        Attribute::SparseTensors(v) => v
+            .iter()
+            .map(|s| tensor(&s.values) + tensor(&s.indices))
+            .sum(),
+        _ => 0,
     }
 }
 
@@ -81,6 +121,7 @@ impl Inliner<'_> {
             node.id = NodeId(0);
             graph.insert_node(node);
         }
+        graph.reindex_names();
         Ok(())
     }
 
@@ -114,13 +155,13 @@ impl Inliner<'_> {
         }
         merge_opsets(graph, f).map_err(|e| e.within(|| node.describe()))?;
         let body_nodes = self.expand(graph, &node, f)?;
-        if body_nodes.len() > self.budget {
-            return Err(LoadError::invalid(
+        let cost = body_nodes.iter().map(node_cost).sum::<usize>();
+        self.budget = self.budget.checked_sub(cost).ok_or_else(|| {
+            LoadError::invalid(
                 "inlining functions grows the graph far beyond the model's size; the model is \
-                 hostile, or raise LoadOptions::max_inlined_nodes_per_byte if it is trusted",
-            ));
-        }
-        self.budget -= body_nodes.len();
+                 hostile, or raise LoadOptions::max_inlined_bytes_per_byte if it is trusted",
+            )
+        })?;
         for n in body_nodes {
             self.emit(graph, n, depth + 1, out)?;
         }
@@ -156,9 +197,9 @@ impl Inliner<'_> {
             };
             let formal_name = body.value(formal).name.clone();
             if graph.value(actual).name.is_empty() {
-                // Omitted by the caller but maybe used by name inside the body: name it.
+                // Omitted by the caller but maybe used by name inside the body: name it (the
+                // name index is rebuilt once the graph is done).
                 graph.value_mut(actual).name = format!("{prefix}{formal_name}");
-                graph.reindex_names();
             }
             if let Some(Some(input)) = map[formal.0] {
                 // The function returns one of its inputs unchanged.

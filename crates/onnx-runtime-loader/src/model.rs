@@ -20,12 +20,13 @@ pub struct LoadOptions {
     pub inline_functions: bool,
     /// How deep subgraphs (If/Loop/Scan bodies) and nested function calls may go.
     pub max_graph_depth: usize,
-    /// The largest dense form of a sparse initializer, in bytes.
+    /// The largest total size of the dense forms of the sparse initializers, in bytes.
     pub max_dense_sparse_bytes: usize,
-    /// The most nodes inlining may add per byte of model file (plus [`Self::max_inlined_nodes_base`]);
-    /// bounds the growth of hostile, exponentially nested function calls.
-    pub max_inlined_nodes_per_byte: usize,
-    pub max_inlined_nodes_base: usize,
+    /// How much inlining may add, in (estimated) bytes of nodes and attributes, per byte of
+    /// model file, plus [`Self::max_inlined_bytes_base`]; bounds the growth of hostile,
+    /// exponentially nested function calls.
+    pub max_inlined_bytes_per_byte: usize,
+    pub max_inlined_bytes_base: usize,
 }
 
 impl Default for LoadOptions {
@@ -34,8 +35,8 @@ impl Default for LoadOptions {
             inline_functions: true,
             max_graph_depth: 64,
             max_dense_sparse_bytes: 1 << 30,
-            max_inlined_nodes_per_byte: 4,
-            max_inlined_nodes_base: 100_000,
+            max_inlined_bytes_per_byte: 16,
+            max_inlined_bytes_base: 64 << 20,
         }
     }
 }
@@ -181,8 +182,8 @@ impl Model {
         let mut graph = decode_graph(&d, g, None, &opsets).within(|| format!("graph '{gname}'"))?;
         if options.inline_functions && !functions.is_empty() {
             let budget = options
-                .max_inlined_nodes_base
-                .saturating_add(file_len.saturating_mul(options.max_inlined_nodes_per_byte));
+                .max_inlined_bytes_base
+                .saturating_add(file_len.saturating_mul(options.max_inlined_bytes_per_byte));
             inline::inline_functions(&mut graph, &functions, options.max_graph_depth, budget)?;
         }
         let model_version = m.model_version();

@@ -216,17 +216,29 @@ fn onnx_external_data_files_load_like_inline_ones() {
     let mut opts = ExternalDataOptions::new("weights/all.bin");
     opts.threshold = 64;
     std::fs::create_dir_all(out.join("weights")).unwrap();
-    inline.save_with_external_data(out.join("m.onnx"), &opts).unwrap();
+    inline
+        .save_with_external_data(out.join("m.onnx"), &opts)
+        .unwrap();
     let saved = Model::load(out.join("m.onnx")).unwrap();
     assert_eq!(saved.graph, inline.graph);
     for t in saved.graph.initializers.values() {
-        assert!(matches!(t.data, TensorBytes::Shared(_)), "{} inline", t.name);
+        assert!(
+            matches!(t.data, TensorBytes::Shared(_)),
+            "{} inline",
+            t.name
+        );
     }
     assert!(common::python("run_same.py", &[&path, &out.join("m.onnx")]));
     // Saving over the files the model borrows from.
-    saved.save_with_external_data(out.join("m.onnx"), &opts).unwrap();
+    saved
+        .save_with_external_data(out.join("m.onnx"), &opts)
+        .unwrap();
     assert_eq!(Model::load(out.join("m.onnx")).unwrap(), saved);
-    let escape = saved.save_with_external_data(out.join("m.onnx"), &ExternalDataOptions::new("../x.bin"));
-    assert!(escape.unwrap_err().to_string().contains("inside the model's folder"));
+    let escape =
+        saved.save_with_external_data(out.join("m.onnx"), &ExternalDataOptions::new("../x.bin"));
+    assert!(escape
+        .unwrap_err()
+        .to_string()
+        .contains("inside the model's folder"));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -276,6 +276,65 @@ fn recursive_and_exploding_functions_are_refused() {
 }
 
 #[test]
+fn inlining_large_attributes_many_times_is_refused() {
+    // A 1 MiB constant inside a function called 200 times would copy 200 MiB.
+    let mut constant = node("Constant", &[], &["y"]);
+    constant.attribute.push(proto::AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(4),
+        t: Some(float_tensor("c", &[1 << 18], vec![0; 1 << 20])),
+        ..Default::default()
+    });
+    let mut f = function("Big", vec![constant]);
+    f.input.clear();
+    let mut m = calling_model("Big", vec![f]);
+    let g = m.graph.as_mut().unwrap();
+    g.node.clear();
+    g.output.clear();
+    for i in 0..200 {
+        let out = format!("y{i}");
+        let mut n = node("Big", &[], &[&out]);
+        n.domain = Some("f".into());
+        g.node.push(n);
+        g.output.push(proto::ValueInfoProto {
+            name: Some(out),
+            ..Default::default()
+        });
+    }
+    assert_mentions(&load_err(&m), &["inlining", "grows"]);
+    // Called a few times it inlines.
+    let g = m.graph.as_mut().unwrap();
+    g.node.truncate(3);
+    g.output.truncate(3);
+    let model = Model::from_bytes(&m.encode_to_vec()).unwrap();
+    assert_eq!(model.graph.nodes.len(), 3);
+    assert!(model.graph.nodes.iter().all(|n| n.op_type == "Constant"));
+}
+
+#[test]
+fn many_sparse_initializers_share_one_dense_budget() {
+    let mut m = with_initializer(float_tensor("w", &[1], vec![0; 4]));
+    for i in 0..8 {
+        m.graph.as_mut().unwrap().sparse_initializer.push(proto::SparseTensorProto {
+            values: Some(proto::TensorProto {
+                name: Some(format!("s{i}")),
+                dims: vec![0],
+                data_type: Some(1),
+                ..Default::default()
+            }),
+            indices: Some(proto::TensorProto {
+                dims: vec![0],
+                data_type: Some(7),
+                ..Default::default()
+            }),
+            dims: vec![1 << 28],
+        });
+    }
+    // Each is 1 GiB dense: the first fits the 1 GiB budget, the second does not.
+    assert_mentions(&load_err(&m), &["sparse initializer 's1'", "limit"]);
+}
+
+#[test]
 fn truncated_and_bit_flipped_backend_models_never_panic() {
     let Some(data) = common::backend_data() else {
         return;

@@ -16,6 +16,8 @@ pub(crate) struct Decoder<'a> {
     pub files: &'a ExternalFiles,
     pub options: &'a LoadOptions,
     depth: Cell<usize>,
+    /// What is left of `options.max_dense_sparse_bytes` for densifying sparse initializers.
+    dense_budget: Cell<usize>,
 }
 
 impl<'a> Decoder<'a> {
@@ -24,6 +26,7 @@ impl<'a> Decoder<'a> {
             files,
             options,
             depth: Cell::new(0),
+            dense_budget: Cell::new(options.max_dense_sparse_bytes),
         }
     }
 }
@@ -129,7 +132,10 @@ pub(crate) fn decode_graph(
             .unwrap_or_default();
         let place = || format!("sparse initializer '{name}'");
         let sparse = sparse_from_proto(s, d.files).within(place)?;
-        let dense = densify(&sparse, d.options.max_dense_sparse_bytes).within(place)?;
+        let dense = densify(&sparse, d.dense_budget.get()).within(place)?;
+        let used = dense.bytes().len() + dense.strings().map_or(0, |s| s.len() * 24);
+        d.dense_budget
+            .set(d.dense_budget.get().saturating_sub(used));
         let ty = ValueType::tensor(dense.dtype, static_shape(dense.shape.iter().copied()));
         let id = initializer_value(&mut graph, &name, ty)?;
         graph.add_initializer(id, dense);
