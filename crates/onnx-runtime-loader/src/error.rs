@@ -19,12 +19,12 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{origin}: not a valid ONNX protobuf ({source}); the file is truncated, corrupted or not an ONNX {what}")]
+    #[error("{origin}: not a valid ONNX protobuf ({detail}); the file is truncated, corrupted or not an ONNX {what}")]
     Decode {
         origin: String,
         what: &'static str,
-        #[source]
-        source: prost::DecodeError,
+        /// prost's description, with long field paths shortened.
+        detail: String,
     },
     /// The protobuf parsed but its content is not a valid model (or exceeds a safety limit).
     #[error("{origin}: {}: {message}", location_string(location))]
@@ -108,9 +108,23 @@ impl<T> Within<T> for Result<T, LoadError> {
 }
 
 pub(crate) fn decode_error(what: &'static str, source: prost::DecodeError) -> LoadError {
+    // prost names every enclosing field ("GraphProto.node: AttributeProto.g: ..."); deep
+    // nesting makes that path thousands of characters long, so keep its ends.
+    let text = source.to_string();
+    let parts: Vec<&str> = text.split(": ").collect();
+    let detail = if parts.len() > 8 {
+        format!(
+            "{}: ... ({} more fields) ...: {}",
+            parts[..4].join(": "),
+            parts.len() - 7,
+            parts[parts.len() - 3..].join(": ")
+        )
+    } else {
+        text
+    };
     LoadError::Decode {
         origin: String::new(),
         what,
-        source,
+        detail,
     }
 }

@@ -115,7 +115,10 @@ fn huge_sparse_initializer_is_refused() {
         indices: Some(indices),
         dims: vec![1 << 40],
     }];
-    assert_mentions(&load_err(&m), &["sparse initializer 's'", "limit"]);
+    assert_mentions(
+        &load_err(&m),
+        &["sparse initializer 's'", "max_dense_sparse_bytes"],
+    );
 }
 
 #[test]
@@ -315,23 +318,30 @@ fn inlining_large_attributes_many_times_is_refused() {
 fn many_sparse_initializers_share_one_dense_budget() {
     let mut m = with_initializer(float_tensor("w", &[1], vec![0; 4]));
     for i in 0..8 {
-        m.graph.as_mut().unwrap().sparse_initializer.push(proto::SparseTensorProto {
-            values: Some(proto::TensorProto {
-                name: Some(format!("s{i}")),
-                dims: vec![0],
-                data_type: Some(1),
-                ..Default::default()
-            }),
-            indices: Some(proto::TensorProto {
-                dims: vec![0],
-                data_type: Some(7),
-                ..Default::default()
-            }),
-            dims: vec![1 << 28],
-        });
+        m.graph
+            .as_mut()
+            .unwrap()
+            .sparse_initializer
+            .push(proto::SparseTensorProto {
+                values: Some(proto::TensorProto {
+                    name: Some(format!("s{i}")),
+                    dims: vec![0],
+                    data_type: Some(1),
+                    ..Default::default()
+                }),
+                indices: Some(proto::TensorProto {
+                    dims: vec![0],
+                    data_type: Some(7),
+                    ..Default::default()
+                }),
+                dims: vec![1 << 28],
+            });
     }
     // Each is 1 GiB dense: the first fits the 1 GiB budget, the second does not.
-    assert_mentions(&load_err(&m), &["sparse initializer 's1'", "limit"]);
+    assert_mentions(
+        &load_err(&m),
+        &["sparse initializer 's1'", "max_dense_sparse_bytes"],
+    );
 }
 
 #[test]

@@ -125,7 +125,8 @@ pub fn densify(s: &SparseTensorData, max_bytes: usize) -> Result<TensorData, Loa
 
 fn too_big(numel: usize, max_bytes: usize) -> LoadError {
     LoadError::invalid(format!(
-        "the dense form of this sparse tensor has {numel} elements, more than the limit of \
-         {max_bytes} bytes; raise LoadOptions::max_dense_sparse_bytes if the model is trusted"
+        "the dense form of this sparse tensor has {numel} elements, more than the {max_bytes} \
+         bytes allowed (LoadOptions::max_dense_sparse_bytes, shared by all sparse initializers \
+         of a model); raise it if the model is trusted"
     ))
 }
