@@ -13,6 +13,15 @@ use std::sync::Arc;
 /// file) instead of copying it.
 const BORROW_BYTES: usize = 4096;
 
+/// Lets a `Bytes` share the buffer a [`SharedBytes`] borrows.
+struct Borrowed(SharedBytes);
+
+impl AsRef<[u8]> for Borrowed {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
 /// UTF-8 text from protobuf bytes; invalid sequences become U+FFFD.
 pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -237,7 +246,9 @@ pub(crate) fn tensor_to_proto(t: &TensorData) -> proto::TensorProto {
                 .map(|s| Bytes::copy_from_slice(s.as_bytes()))
                 .collect()
         }
-        _ => p.raw_data = Some(Bytes::copy_from_slice(t.bytes())),
+        // Borrowed bytes (a memory map) are written without another copy.
+        TensorBytes::Shared(b) => p.raw_data = Some(Bytes::from_owner(Borrowed(b.clone()))),
+        TensorBytes::Owned(b) => p.raw_data = Some(Bytes::copy_from_slice(b)),
     }
     p
 }
