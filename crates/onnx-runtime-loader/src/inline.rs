@@ -15,6 +15,8 @@ struct Inliner<'a> {
     instances: usize,
     budget: usize,
     max_depth: usize,
+    /// The model's opset imports, which inlined functions' imports are merged into.
+    opsets: BTreeMap<String, u64>,
 }
 
 /// Inlines every call of `functions` in `graph` and its subgraphs.
@@ -45,8 +47,11 @@ pub(crate) fn inline_functions(
         instances: 0,
         budget,
         max_depth,
+        opsets: std::mem::take(&mut graph.opset_imports),
     };
-    inliner.graph(graph, 0)
+    let result = inliner.graph(graph, 0);
+    graph.opset_imports = inliner.opsets;
+    result
 }
 
 fn collect_names(g: &Graph, out: &mut HashSet<String>) {
@@ -153,7 +158,7 @@ impl Inliner<'_> {
             ))
             .within(|| node.describe()));
         }
-        merge_opsets(graph, f).map_err(|e| e.within(|| node.describe()))?;
+        merge_opsets(&mut self.opsets, f).map_err(|e| e.within(|| node.describe()))?;
         let body_nodes = self.expand(graph, &node, f)?;
         let cost = body_nodes.iter().map(node_cost).sum::<usize>();
         self.budget = self.budget.checked_sub(cost).ok_or_else(|| {
@@ -318,14 +323,17 @@ fn rename_subgraph(
     }
 }
 
-fn merge_opsets(graph: &mut Graph, f: &Function) -> Result<(), LoadError> {
+fn merge_opsets(opsets: &mut BTreeMap<String, u64>, f: &Function) -> Result<(), LoadError> {
     for (domain, &version) in &f.body.opset_imports {
         let d = if domain == "ai.onnx" {
             ""
         } else {
             domain.as_str()
         };
-        match graph.opset(d) {
+        let current = opsets
+            .get(d)
+            .or_else(|| d.is_empty().then(|| opsets.get("ai.onnx")).flatten());
+        match current.copied() {
             Some(v) if v != version => {
                 return Err(LoadError::invalid(format!(
                     "function '{}::{}' imports opset '{domain}' version {version} but the \
@@ -338,7 +346,7 @@ fn merge_opsets(graph: &mut Graph, f: &Function) -> Result<(), LoadError> {
             }
             Some(_) => {}
             None => {
-                graph.opset_imports.insert(domain.clone(), version);
+                opsets.insert(domain.clone(), version);
             }
         }
     }

@@ -175,6 +175,15 @@ impl Model {
                 decode_function(&d, f).within(|| name)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut seen = std::collections::HashSet::new();
+        for f in &functions {
+            if !seen.insert((&f.domain, &f.name, &f.overload)) {
+                return Err(LoadError::invalid(format!(
+                    "function '{}::{}' (overload '{}') is defined twice; remove one",
+                    f.domain, f.name, f.overload
+                )));
+            }
+        }
         let g = m.graph.take().ok_or_else(|| {
             LoadError::invalid("the model has no graph; the file is empty or not an ONNX model")
         })?;

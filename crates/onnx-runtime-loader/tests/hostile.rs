@@ -253,6 +253,9 @@ fn calling_model(entry: &str, functions: Vec<proto::FunctionProto>) -> proto::Mo
 
 #[test]
 fn recursive_and_exploding_functions_are_refused() {
+    let relu = || function("Twice", vec![node("Relu", &["x"], &["y"])]);
+    let m = calling_model("Twice", vec![relu(), relu()]);
+    assert_mentions(&load_err(&m), &["'f::Twice'", "defined twice"]);
     let m = calling_model("Loop", vec![function("Loop", vec![call("Loop", "x", "y")])]);
     assert_mentions(&load_err(&m), &["nest more than", "Loop"]);
 

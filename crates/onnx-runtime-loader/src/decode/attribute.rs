@@ -71,7 +71,6 @@ pub(crate) fn decode_attribute(
     d: &Decoder,
     mut a: proto::AttributeProto,
     scope: Option<&Scope>,
-    opsets: &std::collections::BTreeMap<String, u64>,
 ) -> Result<Attribute, LoadError> {
     use AttributeKind as K;
     let kind = match a.r#type {
@@ -89,7 +88,7 @@ pub(crate) fn decode_attribute(
     };
     let graph = |g: proto::GraphProto, i: usize| -> Result<Graph, LoadError> {
         let name = g.name().to_string();
-        decode_graph(d, g, scope, opsets).within(|| {
+        decode_graph(d, g, scope, &std::collections::BTreeMap::new()).within(|| {
             if i == usize::MAX {
                 format!("subgraph '{name}'")
             } else {

@@ -80,7 +80,10 @@ pub(crate) fn decode_graph(
     let mut graph = Graph::new();
     graph.name = g.name.take().unwrap_or_default();
     graph.doc_string = g.doc_string.take().unwrap_or_default();
-    graph.opset_imports = opsets.clone();
+    // Subgraphs use the model's opset imports; only main graphs and function bodies have any.
+    if outer.is_none() {
+        graph.opset_imports = opsets.clone();
+    }
     graph.metadata = std::mem::take(&mut g.metadata_props)
         .into_iter()
         .map(|e| (e.key.unwrap_or_default(), e.value.unwrap_or_default()))
@@ -270,7 +273,6 @@ fn decode_node(
     node.domain = n.domain.take().unwrap_or_default();
     node.overload = n.overload.take().unwrap_or_default();
     node.doc_string = n.doc_string.take().unwrap_or_default();
-    let opsets = graph.opset_imports.clone();
     for a in std::mem::take(&mut n.attribute) {
         let name = a.name().to_string();
         if name.is_empty() {
@@ -281,8 +283,7 @@ fn decode_node(
                 "attribute '{name}' is given twice; remove the duplicate"
             )));
         }
-        let value = decode_attribute(d, a, Some(scope), &opsets)
-            .within(|| format!("attribute '{name}'"))?;
+        let value = decode_attribute(d, a, Some(scope)).within(|| format!("attribute '{name}'"))?;
         node.attributes.insert(name, value);
     }
     Ok(node)

@@ -64,7 +64,7 @@ pub(crate) fn decode_function(
     let mut attribute_defaults = Vec::with_capacity(f.attribute_proto.len());
     for a in std::mem::take(&mut f.attribute_proto) {
         let name = a.name().to_string();
-        let value = attribute::decode_attribute(d, a, None, &opsets)
+        let value = attribute::decode_attribute(d, a, None)
             .within(|| format!("default of attribute '{name}'"))?;
         if matches!(value, Attribute::Ref { .. }) {
             return Err(LoadError::invalid(format!(
