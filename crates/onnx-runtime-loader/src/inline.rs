@@ -66,18 +66,27 @@ fn collect_names(g: &Graph, out: &mut HashSet<String>) {
 }
 
 /// Roughly the bytes a node (with its attributes) occupies, for the inlining budget.
-fn node_cost(n: &Node) -> usize {
-    256 + n.attributes.values().map(attribute_cost).sum::<usize>()
+/// The caller's attributes (and the function's defaults) by name.
+type CallerAttributes<'a> = BTreeMap<&'a str, &'a Attribute>;
+
+/// Roughly the bytes a node (with its attributes, references resolved from `caller`) will
+/// occupy once copied, for the inlining budget.
+fn node_cost(n: &Node, caller: &CallerAttributes) -> usize {
+    256 + n
+        .attributes
+        .values()
+        .map(|a| attribute_cost(a, caller))
+        .sum::<usize>()
 }
 
-fn attribute_cost(a: &Attribute) -> usize {
+fn attribute_cost(a: &Attribute, caller: &CallerAttributes) -> usize {
     let tensor = |t: &onnx_runtime_ir::TensorData| {
         64 + t.bytes().len()
             + t.strings()
                 .map_or(0, |s| s.iter().map(|s| s.len() + 24).sum())
     };
     let graph = |g: &Graph| {
-        g.nodes.iter().map(node_cost).sum::<usize>()
+        g.nodes.iter().map(|n| node_cost(n, caller)).sum::<usize>()
             + g.initializers.values().map(tensor).sum::<usize>()
             + g.values.len() * 64
     };
@@ -95,6 +104,9 @@ fn attribute_cost(a: &Attribute) -> usize {
             .iter()
             .map(|s| tensor(&s.values) + tensor(&s.indices))
             .sum(),
+        Attribute::Ref { name, .. } => caller
+            .get(name.as_str())
+            .map_or(0, |v| attribute_cost(v, &BTreeMap::new())),
         _ => 0,
     }
 }
@@ -159,14 +171,27 @@ impl Inliner<'_> {
             .within(|| node.describe()));
         }
         merge_opsets(&mut self.opsets, f).map_err(|e| e.within(|| node.describe()))?;
-        let body_nodes = self.expand(graph, &node, f)?;
-        let cost = body_nodes.iter().map(node_cost).sum::<usize>();
+        let attrs: CallerAttributes = f
+            .attribute_defaults
+            .iter()
+            .map(|(k, v)| (k.as_str(), v))
+            .chain(node.attributes.iter().map(|(k, v)| (k.as_str(), v)))
+            .collect();
+        // Checked before anything is copied.
+        let cost = f
+            .body
+            .nodes
+            .iter()
+            .map(|n| node_cost(n, &attrs))
+            .sum::<usize>()
+            + 256 * f.body.outputs.len();
         self.budget = self.budget.checked_sub(cost).ok_or_else(|| {
             LoadError::invalid(
                 "inlining functions grows the graph far beyond the model's size; the model is \
                  hostile, or raise LoadOptions::max_inlined_bytes_per_byte if it is trusted",
             )
         })?;
+        let body_nodes = self.expand(graph, &node, f, &attrs);
         for n in body_nodes {
             self.emit(graph, n, depth + 1, out)?;
         }
@@ -179,7 +204,8 @@ impl Inliner<'_> {
         graph: &mut Graph,
         call: &Node,
         f: &Function,
-    ) -> Result<Vec<Node>, LoadError> {
+        attrs: &CallerAttributes,
+    ) -> Vec<Node> {
         let prefix = format!("{}{}_", self.prefix, self.instances);
         self.instances += 1;
         let body = &f.body;
@@ -214,12 +240,6 @@ impl Inliner<'_> {
             map[formal.0] = Some(Some(actual));
             names.insert(formal_name, graph.value(actual).name.clone());
         }
-        let attrs: BTreeMap<&str, &Attribute> = f
-            .attribute_defaults
-            .iter()
-            .map(|(k, v)| (k.as_str(), v))
-            .chain(call.attributes.iter().map(|(k, v)| (k.as_str(), v)))
-            .collect();
         let rename = |name: &str| -> String {
             match names.get(name) {
                 Some(n) => n.clone(),
@@ -259,7 +279,7 @@ impl Inliner<'_> {
                 (true, false) => format!("{prefix}{}", bn.name),
                 (true, true) => String::new(),
             };
-            n.attributes = resolve_attributes(&bn.attributes, &attrs, &rename);
+            n.attributes = resolve_attributes(&bn.attributes, attrs, &rename);
             nodes.push(n);
         }
         for (input, actual) in passthrough {
@@ -267,7 +287,7 @@ impl Inliner<'_> {
             n.name = format!("{prefix}passthrough");
             nodes.push(n);
         }
-        Ok(nodes)
+        nodes
     }
 }
 

@@ -318,6 +318,37 @@ fn inlining_large_attributes_many_times_is_refused() {
 }
 
 #[test]
+fn one_call_copying_a_large_attribute_many_times_is_refused() {
+    // One call passes a 1 MiB tensor that 300 body nodes refer to: 300 MiB of copies.
+    let body = (0..300)
+        .map(|i| {
+            let mut c = node("Constant", &[], &[&format!("c{i}")]);
+            c.attribute.push(proto::AttributeProto {
+                name: Some("value".into()),
+                ref_attr_name: Some("big".into()),
+                r#type: Some(4),
+                ..Default::default()
+            });
+            c
+        })
+        .chain(std::iter::once(node("Identity", &["c0"], &["y"])))
+        .collect();
+    let mut f = function("Fan", body);
+    f.input.clear();
+    f.attribute.push("big".into());
+    let mut m = calling_model("Fan", vec![f]);
+    let call = &mut m.graph.as_mut().unwrap().node[0];
+    call.input.clear();
+    call.attribute.push(proto::AttributeProto {
+        name: Some("big".into()),
+        r#type: Some(4),
+        t: Some(float_tensor("t", &[1 << 18], vec![0; 1 << 20])),
+        ..Default::default()
+    });
+    assert_mentions(&load_err(&m), &["inlining", "grows"]);
+}
+
+#[test]
 fn many_sparse_initializers_share_one_dense_budget() {
     let mut m = with_initializer(float_tensor("w", &[1], vec![0; 4]));
     for i in 0..8 {
