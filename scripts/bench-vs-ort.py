@@ -35,7 +35,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_models as rm  # noqa: E402
 
-# "median: 12.3 ms", "median 1234 us", "median=0.5s", "p50 12.3ms" ...
+# `onnx-runtime bench` prints "latency ms: min A  p50 B  p90 C ..."; also accepted: "median: 12.3 ms",
+# "p50 1234 us" ...
+LATENCY_MS_RE = re.compile(r"latency ms:.*?\bp50\s+([0-9]+(?:\.[0-9]+)?)")
 MEDIAN_RE = re.compile(r"(?:median|p50)\D{0,12}?([0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)\s*(ms|us|µs|ns|s)\b", re.I)
 UNIT = {"s": 1e3, "ms": 1.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
 
@@ -79,6 +81,9 @@ def ours_bench(cli: Path, path: Path, feeds, work: Path, warmup: int, iters: int
     if p.returncode != 0:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         return None, " | ".join(lines[-3:])[:300]
+    m = LATENCY_MS_RE.search(text)
+    if m:
+        return float(m.group(1)), text
     m = MEDIAN_RE.search(text)
     if not m:
         return None, f"no median in bench output: {text.strip()[:200]}"

@@ -177,7 +177,7 @@ def op_types(path: Path) -> list[str]:
 
 def safe_name(name: str) -> str:
     """File-name-safe form of a tensor name (the CLI's --output-dir naming)."""
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
+    return "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "._-" else "_" for ch in name)
 
 
 def cpu_model_name() -> str:
