@@ -19,6 +19,8 @@ pub(crate) enum StepKind {
 pub(crate) struct Step {
     /// `Op node 'name'`, for errors.
     pub name: String,
+    /// The node's op type (`domain:Op` outside the default domain), for profiles.
+    pub op_type: String,
     pub kind: StepKind,
     /// Slots of the node's inputs (`None`: an omitted optional input).
     pub inputs: Vec<Option<usize>>,
@@ -249,6 +251,11 @@ impl Compiler<'_> {
             };
             steps.push(Step {
                 name: node.describe(),
+                op_type: if node.domain.is_empty() || node.domain == "ai.onnx" {
+                    node.op_type.clone()
+                } else {
+                    format!("{}:{}", node.domain, node.op_type)
+                },
                 kind,
                 inputs,
                 implicit,

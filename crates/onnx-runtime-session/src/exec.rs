@@ -3,16 +3,19 @@
 
 use crate::compile::{CompiledGraph, StepKind};
 use crate::error::{SessionError, SessionResult};
+use crate::profile::Profile;
 use onnx_runtime_ep_cpu::Value;
 use std::borrow::Cow;
+use std::time::Instant;
 
 /// Runs `graph` with `inputs` (one per graph input, `None` to use its initializer or leave
 /// an optional input absent) and `captures` (one per `graph.captures` entry). Returns one
-/// value per graph output.
+/// value per graph output. With `profile`, each step's time is recorded in it.
 pub(crate) fn run_graph<'a>(
     graph: &'a CompiledGraph,
     inputs: Vec<Option<Cow<'a, Value>>>,
     captures: &[&'a Value],
+    mut profile: Option<&mut Profile>,
 ) -> SessionResult<Vec<Value>> {
     let mut slots: Vec<Option<Cow<'a, Value>>> = (0..graph.num_slots).map(|_| None).collect();
     for (slot, value) in &graph.constants {
@@ -26,6 +29,7 @@ pub(crate) fn run_graph<'a>(
     }
 
     for step in &graph.steps {
+        let started = profile.as_ref().map(|_| Instant::now());
         let results = {
             let inputs: Vec<Option<&Value>> = step
                 .inputs
@@ -51,6 +55,9 @@ pub(crate) fn run_graph<'a>(
                 }
             }
         };
+        if let (Some(p), Some(t)) = (profile.as_deref_mut(), started) {
+            p.record(&step.op_type, &step.name, t.elapsed());
+        }
         if results.len() > step.outputs.len() {
             return Err(SessionError::invalid(format!(
                 "{} returned {} outputs but the node declares {}",

@@ -15,10 +15,12 @@ mod constant;
 mod control;
 mod error;
 mod exec;
+mod profile;
 mod session;
 #[cfg(test)]
 mod tests;
 
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};
+pub use profile::{OpTime, Profile};
 pub use session::{describe_type, describe_value, IoInfo, Session, SessionOptions};

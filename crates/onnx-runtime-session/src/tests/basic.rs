@@ -279,3 +279,33 @@ fn sequences_pass_through_and_are_type_checked() {
         "{err}"
     );
 }
+
+#[test]
+fn run_profiled_times_every_node_by_op_type_and_matches_run() {
+    let s = chain().session();
+    let x = rand_f32(6, 7);
+    let feeds = [("x", f32t(&[2, 3], &x))];
+    let mut profile = crate::Profile::new();
+    for _ in 0..3 {
+        let profiled = s.run_profiled(&feeds, &mut profile).unwrap();
+        let plain = s.run(&feeds).unwrap();
+        assert_eq!(out_f32(&profiled, 0), out_f32(&plain, 0));
+        assert_eq!(out_f32(&profiled, 1), out_f32(&plain, 1));
+    }
+    assert_eq!(profile.runs(), 3);
+    let ops = profile.by_op_type();
+    let mut names: Vec<&str> = ops.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["Add", "Mul", "Sub"]);
+    assert!(ops.iter().all(|(_, t)| t.calls == 3));
+    assert!(ops.windows(2).all(|w| w[0].1.total >= w[1].1.total));
+    let nodes = profile.by_node();
+    assert_eq!(nodes.len(), 3);
+    assert_eq!(
+        profile.total(),
+        nodes
+            .iter()
+            .map(|(_, _, t)| t.total)
+            .sum::<std::time::Duration>()
+    );
+}
