@@ -18,6 +18,7 @@ mod detection;
 mod gather;
 mod grid;
 mod identity;
+mod ml;
 mod pad;
 mod random;
 mod reshape;
@@ -52,4 +53,5 @@ pub fn register(r: &mut CpuRegistry) {
     strings::register(r);
     detection::register(r);
     grid::register(r);
+    ml::register(r);
 }
