@@ -13,6 +13,7 @@
 mod compile;
 mod constant;
 mod control;
+pub mod convert;
 mod error;
 mod exec;
 mod profile;

@@ -35,6 +35,25 @@ pub struct Session {
 }
 
 impl Session {
+    /// Loads and compiles a model file (functions inlined, external data from its folder).
+    pub fn from_file(
+        path: impl AsRef<std::path::Path>,
+        options: SessionOptions,
+    ) -> SessionResult<Session> {
+        let path = path.as_ref();
+        let model = onnx_runtime_loader::Model::load(path)
+            .map_err(|e| SessionError::Load(format!("{}: {e}", path.display())))?;
+        Self::from_model(model, options)
+    }
+
+    /// Compiles a loaded model.
+    pub fn from_model(
+        model: onnx_runtime_loader::Model,
+        options: SessionOptions,
+    ) -> SessionResult<Session> {
+        Self::from_graph(&model.graph, options)
+    }
+
     /// Compiles `graph`: checks that every op has a kernel (naming all that do not at once),
     /// orders the nodes, builds each kernel once and plans when each value is freed.
     pub fn from_graph(graph: &Graph, options: SessionOptions) -> SessionResult<Session> {
