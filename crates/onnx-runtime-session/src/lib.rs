@@ -24,4 +24,6 @@ mod tests;
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};
 pub use profile::{OpTime, Profile};
-pub use session::{describe_type, describe_value, IoInfo, Session, SessionOptions};
+pub use session::{
+    describe_type, describe_value, unsupported_ops, IoInfo, Session, SessionOptions,
+};

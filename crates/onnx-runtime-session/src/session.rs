@@ -1,7 +1,7 @@
 //! [`Session`]: a model compiled once and run many times, from any number of threads.
 
 use crate::compile::{CompiledGraph, Compiler};
-use crate::error::{SessionError, SessionResult};
+use crate::error::{MissingOp, SessionError, SessionResult};
 use crate::exec::run_graph;
 use crate::profile::Profile;
 use onnx_runtime_ep_cpu::{CpuRegistry, Value};
@@ -57,22 +57,10 @@ impl Session {
     /// Compiles `graph`: checks that every op has a kernel (naming all that do not at once),
     /// orders the nodes, builds each kernel once and plans when each value is freed.
     pub fn from_graph(graph: &Graph, options: SessionOptions) -> SessionResult<Session> {
-        let registry = options
-            .registry
-            .unwrap_or_else(|| onnx_runtime_ep_cpu::registry());
-        let opsets = graph
-            .opset_imports
-            .iter()
-            .map(|(d, v)| {
-                let d = if d == "ai.onnx" { "" } else { d.as_str() };
-                (d.to_string(), *v)
-            })
-            .collect();
-        let compiler = Compiler { registry, opsets };
-        let mut missing = BTreeSet::new();
-        compiler.missing_ops(graph, &mut missing)?;
+        let compiler = compiler_for(graph, &options);
+        let missing = unsupported_ops(graph, &options)?;
         if !missing.is_empty() {
-            return Err(SessionError::UnsupportedOps(missing.into_iter().collect()));
+            return Err(SessionError::UnsupportedOps(missing));
         }
         let compiled = compiler.compile(graph, &HashMap::new())?;
         if let Some((name, _)) = compiled.captures.first() {
@@ -185,6 +173,29 @@ impl Session {
             .collect();
         Ok(self.run(&pairs)?.into_iter().collect())
     }
+}
+
+fn compiler_for(graph: &Graph, options: &SessionOptions) -> Compiler<'static> {
+    let registry = options
+        .registry
+        .unwrap_or_else(|| onnx_runtime_ep_cpu::registry());
+    let opsets = graph
+        .opset_imports
+        .iter()
+        .map(|(d, v)| {
+            let d = if d == "ai.onnx" { "" } else { d.as_str() };
+            (d.to_string(), *v)
+        })
+        .collect();
+    Compiler { registry, opsets }
+}
+
+/// Every (domain, op, opset) of `graph` and its subgraphs that the session cannot run with
+/// `options`' registry, without building anything.
+pub fn unsupported_ops(graph: &Graph, options: &SessionOptions) -> SessionResult<Vec<MissingOp>> {
+    let mut missing = BTreeSet::new();
+    compiler_for(graph, options).missing_ops(graph, &mut missing)?;
+    Ok(missing.into_iter().collect())
 }
 
 fn is_optional(ty: &Option<ValueType>) -> bool {

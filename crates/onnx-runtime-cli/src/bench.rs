@@ -1,0 +1,73 @@
+//! `onnx-runtime bench`: latency percentiles and throughput on random inputs.
+
+use crate::run::gather_inputs;
+use indicatif::{ProgressBar, ProgressStyle};
+use onnx_runtime_ep_cpu::Value;
+use onnx_runtime_session::{Session, SessionOptions};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+pub fn bench(
+    path: &Path,
+    warmup: usize,
+    iterations: usize,
+    dims: &[String],
+    threads: Option<usize>,
+) -> Result<(), String> {
+    if iterations == 0 {
+        return Err("--iterations must be at least 1".into());
+    }
+    let t0 = Instant::now();
+    let session = Session::from_file(path, SessionOptions::default()).map_err(|e| e.to_string())?;
+    let load = t0.elapsed();
+    let feeds = gather_inputs(&session, &[], true, dims, 0)?;
+    let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    for _ in 0..warmup {
+        session.run(&refs).map_err(|e| e.to_string())?;
+    }
+    let bar = ProgressBar::new(iterations as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
+            .map_err(|e| e.to_string())?,
+    );
+    let mut times = Vec::with_capacity(iterations);
+    let start = Instant::now();
+    for _ in 0..iterations {
+        let t = Instant::now();
+        session.run(&refs).map_err(|e| e.to_string())?;
+        times.push(t.elapsed());
+        bar.inc(1);
+    }
+    let total = start.elapsed();
+    bar.finish_and_clear();
+    times.sort();
+    let mean = times.iter().sum::<Duration>() / iterations as u32;
+    println!("model: {}", path.display());
+    println!(
+        "threads: {}, warmup: {warmup}, iterations: {iterations}, load: {:.1} ms",
+        threads.unwrap_or_else(rayon::current_num_threads),
+        ms(load)
+    );
+    println!(
+        "latency ms: min {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  mean {:.3}",
+        ms(times[0]),
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.9)),
+        ms(percentile(&times, 0.99)),
+        ms(mean)
+    );
+    println!(
+        "throughput: {:.2} runs/s",
+        iterations as f64 / total.as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! `onnx-runtime`: run, inspect, benchmark and conformance-test ONNX models.
+
+mod bench;
+mod conformance;
+mod info;
+mod npy;
+mod run;
+mod values;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "onnx-runtime",
+    version,
+    about = "Run ONNX models on the CPU (and CUDA)"
+)]
+struct Cli {
+    /// Worker threads for kernels (default: one per core).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Ep {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a model once and print (and optionally save) its outputs.
+    Run {
+        model: PathBuf,
+        /// An input from a file: NAME=FILE.npy or NAME=FILE.pb (a serialized TensorProto,
+        /// SequenceProto, OptionalProto or MapProto).
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Random values for every input not given with --input.
+        #[arg(long)]
+        random_inputs: bool,
+        /// The size of a symbolic dimension for random inputs (default 1).
+        #[arg(long = "dim", value_name = "NAME=SIZE")]
+        dims: Vec<String>,
+        /// Write each output to DIR/NAME.npy (or .pb with --format pb).
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "npy")]
+        format: run::Format,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Describe a model: inputs, outputs, opsets, ops, and what each provider cannot run.
+    Info { model: PathBuf },
+    /// Run ONNX backend test cases (folders with model.onnx and test_data_set_*).
+    Test {
+        /// Case folders, or folders of case folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value = "cpu")]
+        ep: Ep,
+        /// Cases expected to pass: any of them failing is a regression (exit status 1).
+        #[arg(long)]
+        pass_list: Option<PathBuf>,
+        /// Write the names of the cases that passed to this file.
+        #[arg(long)]
+        write_pass_list: Option<PathBuf>,
+        /// Only cases whose name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+        /// Cases run in parallel (default: one per core).
+        #[arg(short = 'j', long = "jobs")]
+        jobs: Option<usize>,
+    },
+    /// Measure latency and throughput on random inputs.
+    Bench {
+        model: PathBuf,
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        #[arg(long, default_value_t = 20)]
+        iterations: usize,
+        #[arg(long = "dim", value_name = "NAME=SIZE")]
+        dims: Vec<String>,
+    },
+}
+
+fn check_ep(ep: Ep) -> Result<(), String> {
+    match ep {
+        Ep::Cpu => Ok(()),
+        Ep::Cuda => Err(
+            "the CUDA execution provider is not built into this binary (cuda: not built); use --ep cpu"
+                .into(),
+        ),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        if let Err(e) = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+        {
+            eprintln!("error: cannot set up {n} threads: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let result = match cli.command {
+        Command::Run {
+            model,
+            inputs,
+            random_inputs,
+            dims,
+            output_dir,
+            format,
+            seed,
+        } => run::run(run::RunArgs {
+            model,
+            inputs,
+            random_inputs,
+            dims,
+            output_dir,
+            format,
+            seed,
+        })
+        .map(|_| 0),
+        Command::Info { model } => info::info(&model).map(|_| 0),
+        Command::Test {
+            dirs,
+            ep,
+            pass_list,
+            write_pass_list,
+            filter,
+            jobs,
+        } => check_ep(ep).and_then(|_| {
+            conformance::run(
+                conformance::TestArgs {
+                    dirs,
+                    pass_list,
+                    write_pass_list,
+                    filter,
+                    jobs,
+                },
+                Default::default(),
+            )
+        }),
+        Command::Bench {
+            model,
+            warmup,
+            iterations,
+            dims,
+        } => bench::bench(&model, warmup, iterations, &dims, cli.threads).map(|_| 0),
+    };
+    match result {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
