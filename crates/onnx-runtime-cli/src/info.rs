@@ -70,6 +70,62 @@ pub fn info(path: &Path) -> Result<(), String> {
         let names: Vec<String> = missing.iter().map(|m| m.to_string()).collect();
         println!("cpu: cannot run {}", names.join(", "));
     }
-    println!("cuda: not built");
+    let cuda = cuda_missing(g);
+    if cuda.is_empty() {
+        println!("cuda: has a kernel for every op");
+    } else {
+        println!(
+            "cuda: no kernel for {} (these would run on the CPU)",
+            cuda.join(", ")
+        );
+    }
     Ok(())
+}
+
+/// Ops of `graph` (and its subgraphs) the CUDA provider has no kernel for, from its registry
+/// (no GPU needed).
+fn cuda_missing(graph: &Graph) -> Vec<String> {
+    let registry = onnx_runtime_ep_cuda::ops::registry();
+    let mut missing = std::collections::BTreeSet::new();
+    fn walk(
+        graph: &Graph,
+        opsets: &BTreeMap<String, u64>,
+        registry: &onnx_runtime_ep_cuda::ops::Registry,
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
+        for node in &graph.nodes {
+            let domain = node.normalized_domain();
+            let opset = opsets.get(domain).copied().unwrap_or(0);
+            if !registry.contains(domain, &node.op_type, opset) {
+                out.insert(if domain.is_empty() {
+                    format!("{} (opset {opset})", node.op_type)
+                } else {
+                    format!("{domain}::{} (opset {opset})", node.op_type)
+                });
+            }
+            for attr in node.attributes.values() {
+                match attr {
+                    Attribute::Graph(g) => walk(g, opsets, registry, out),
+                    Attribute::Graphs(gs) => gs.iter().for_each(|g| walk(g, opsets, registry, out)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let opsets: BTreeMap<String, u64> = graph
+        .opset_imports
+        .iter()
+        .map(|(d, v)| {
+            (
+                if d == "ai.onnx" {
+                    String::new()
+                } else {
+                    d.clone()
+                },
+                *v,
+            )
+        })
+        .collect();
+    walk(graph, &opsets, &registry, &mut missing);
+    missing.into_iter().collect()
 }

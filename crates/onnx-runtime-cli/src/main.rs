@@ -92,10 +92,13 @@ enum Command {
 fn check_ep(ep: Ep) -> Result<(), String> {
     match ep {
         Ep::Cpu => Ok(()),
-        Ep::Cuda => Err(
-            "the CUDA execution provider is not built into this binary (cuda: not built); use --ep cpu"
-                .into(),
-        ),
+        Ep::Cuda => match onnx_runtime_ep_cuda::CudaExecutionProvider::new_default() {
+            Err(e) => Err(format!("the CUDA execution provider is not available here: {e}; use --ep cpu")),
+            Ok(_) => Err(
+                "CUDA is available, but sessions do not place nodes on the CUDA provider yet; use --ep cpu"
+                    .into(),
+            ),
+        },
     }
 }
 

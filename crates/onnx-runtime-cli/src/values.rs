@@ -166,10 +166,12 @@ pub fn random_input(
                 .collect();
             Tensor::from_bytes(*d, shape, &bytes)?
         }
-        d => return Err(format!(
+        d => {
+            return Err(format!(
             "input '{}' is {d}; random inputs of that type are not supported, pass it with --input",
             io.name
-        )),
+        ))
+        }
     };
     Ok(Value::Tensor(t))
 }

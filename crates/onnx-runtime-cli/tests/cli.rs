@@ -12,7 +12,10 @@ fn bin() -> Command {
 /// The ONNX backend test data of the installed `onnx` wheel (scripts/check installs it).
 fn backend_data() -> PathBuf {
     let out = Command::new("python3")
-        .args(["-c", "import onnx, os; print(os.path.dirname(onnx.__file__))"])
+        .args([
+            "-c",
+            "import onnx, os; print(os.path.dirname(onnx.__file__))",
+        ])
         .output()
         .expect("python3 must be installed (scripts/requirements-test.txt)");
     assert!(out.status.success(), "the onnx wheel must be installed");
@@ -79,9 +82,16 @@ fn run_reads_npy_inputs_and_writes_npy_outputs() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("output y: float [2, 3]"), "{stdout}");
-    assert!(stdout.contains("min -6.75") && stdout.contains("max 5.5"), "{stdout}");
+    assert!(
+        stdout.contains("min -6.75") && stdout.contains("max 5.5"),
+        "{stdout}"
+    );
     // The written file is byte-identical to what numpy would write for the same array.
     let written = std::fs::read(out_dir.join("y.npy")).unwrap();
     assert_eq!(written, npy_f32(&[2, 3], &values));
@@ -92,14 +102,27 @@ fn run_with_random_inputs_honours_dims_and_names_missing_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let model = identity_model(dir.path());
     let out = bin()
-        .args(["run", model.to_str().unwrap(), "--random-inputs", "--dim", "n=5"])
+        .args([
+            "run",
+            model.to_str().unwrap(),
+            "--random-inputs",
+            "--dim",
+            "n=5",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("output y: float [2, 5]"), "{stdout}");
 
-    let out = bin().args(["run", model.to_str().unwrap()]).output().unwrap();
+    let out = bin()
+        .args(["run", model.to_str().unwrap()])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("x: float tensor [2, n]"), "{stderr}");
@@ -117,10 +140,18 @@ fn info_lists_io_ops_and_missing_kernels() {
     g.add_output(y);
     let path = dir.path().join("m.onnx");
     Model::new(&g).save(&path).unwrap();
-    let out = bin().args(["info", path.to_str().unwrap()]).output().unwrap();
+    let out = bin()
+        .args(["info", path.to_str().unwrap()])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    for want in ["x: float tensor [1]", "1  NoSuchOp", "cpu: cannot run NoSuchOp (opset 17)", "cuda: not built"] {
+    for want in [
+        "x: float tensor [1]",
+        "1  NoSuchOp",
+        "cpu: cannot run NoSuchOp (opset 17)",
+        "cuda: no kernel for NoSuchOp (opset 17)",
+    ] {
         assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
     }
 }
@@ -140,16 +171,26 @@ fn test_runs_backend_cases_and_guards_the_pass_list() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("PASS test_if") && stdout.contains("PASS test_identity"), "{stdout}");
+    assert!(
+        stdout.contains("PASS test_if") && stdout.contains("PASS test_identity"),
+        "{stdout}"
+    );
     assert_eq!(stdout.lines().last(), Some("2 passed, 0 failed"));
-    assert_eq!(std::fs::read_to_string(&written).unwrap(), "test_identity\ntest_if\n");
+    assert_eq!(
+        std::fs::read_to_string(&written).unwrap(),
+        "test_identity\ntest_if\n"
+    );
 
     // A case on the pass list that fails is a regression: exit status 1.
     let broken = dir.path().join("cases/test_if");
     std::fs::create_dir_all(broken.join("test_data_set_0")).unwrap();
     std::fs::copy(node.join("test_if/model.onnx"), broken.join("model.onnx")).unwrap();
     let src = node.join("test_if/test_data_set_0");
-    std::fs::copy(src.join("input_0.pb"), broken.join("test_data_set_0/input_0.pb")).unwrap();
+    std::fs::copy(
+        src.join("input_0.pb"),
+        broken.join("test_data_set_0/input_0.pb"),
+    )
+    .unwrap();
     // The expected output of another case: wrong values or shape.
     std::fs::copy(
         node.join("test_identity/test_data_set_0/output_0.pb"),
@@ -165,6 +206,9 @@ fn test_runs_backend_cases_and_guards_the_pass_list() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("FAIL test_if: test_data_set_0: output 0"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL test_if: test_data_set_0: output 0"),
+        "{stdout}"
+    );
     assert_eq!(stdout.lines().last(), Some("0 passed, 1 failed"));
 }
