@@ -247,7 +247,26 @@ impl Compiler<'_> {
                     opset,
                     constant_inputs: &const_inputs,
                 };
-                (StepKind::Cpu(factory(&ctx)?), Vec::new())
+                let kernel = factory(&ctx)?;
+                // Nodes whose inputs are all constants run now (constant folding), so the
+                // kernels that read their outputs see them at build time. A failure leaves
+                // the node to run (and report) at run time.
+                let folded = if foldable(node, &const_inputs) {
+                    kernel
+                        .run(&const_inputs)
+                        .ok()
+                        .filter(|v| v.len() <= outputs.len())
+                } else {
+                    None
+                };
+                if let Some(values) = folded {
+                    for (&o, value) in outputs.iter().zip(values) {
+                        inner_scope.insert(graph.values[o].name.clone(), value.clone());
+                        constants.insert(o, value);
+                    }
+                    continue;
+                }
+                (StepKind::Cpu(kernel), Vec::new())
             };
             steps.push(Step {
                 name: node.describe(),
@@ -322,6 +341,26 @@ impl Compiler<'_> {
             outputs,
         })
     }
+}
+
+/// Ops whose outputs are not a function of their inputs alone: never folded.
+const NONDETERMINISTIC: &[&str] = &[
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Multinomial",
+    "Bernoulli",
+    "Dropout",
+];
+
+/// Whether a node can be evaluated when the session is built: a deterministic op with at
+/// least one input, every present input a constant.
+fn foldable(node: &Node, const_inputs: &[Option<&Value>]) -> bool {
+    let present = node.inputs.iter().filter(|i| i.is_some()).count();
+    present > 0
+        && const_inputs.iter().filter(|c| c.is_some()).count() == present
+        && !NONDETERMINISTIC.contains(&node.op_type.as_str())
 }
 
 /// The nodes in an order where every value is produced before it is read: the file order

@@ -219,7 +219,10 @@ fn constant_nodes_are_folded_and_seen_by_kernels_at_build_time() {
     b.node("SawConstant", &["x", "c"], &["k1"]);
     b.node("SawConstant", &["x", "x"], &["k2"]);
     b.node("SawConstant", &["x", "w"], &["k3"]);
-    for o in ["y", "k1", "k2", "k3"] {
+    // c + w has only constant inputs: folded, and seen as a constant downstream.
+    b.node("Add", &["c", "w"], &["cw"]);
+    b.node("SawConstant", &["x", "cw"], &["k4"]);
+    for o in ["y", "k1", "k2", "k3", "k4", "cw"] {
         b.output(o);
     }
     let outs = b.session().run(&[("x", f32t(&[2], &[1.0, 1.0]))]).unwrap();
@@ -227,6 +230,14 @@ fn constant_nodes_are_folded_and_seen_by_kernels_at_build_time() {
     assert_eq!(out_f32(&outs, 1).1, vec![1.0]);
     assert_eq!(out_f32(&outs, 2).1, vec![0.0]);
     assert_eq!(out_f32(&outs, 3).1, vec![1.0]);
+    assert_eq!(out_f32(&outs, 4).1, vec![1.0]);
+    assert_eq!(out_f32(&outs, 5).1, vec![4.5, 1.0]);
+    let compiler = Compiler {
+        registry: super::kernels::registry(),
+        opsets: [(String::new(), 13)].into(),
+    };
+    let plan = compiler.compile(&b.g, &HashMap::new()).unwrap();
+    assert_eq!(plan.steps.len(), 5, "Constant and c + w are not steps");
 }
 
 #[test]
