@@ -20,6 +20,7 @@ pub fn bench(
     path: &Path,
     warmup: usize,
     iterations: usize,
+    inputs: &[String],
     dims: &[String],
     threads: Option<usize>,
 ) -> Result<(), String> {
@@ -29,7 +30,7 @@ pub fn bench(
     let t0 = Instant::now();
     let session = Session::from_file(path, SessionOptions::default()).map_err(|e| e.to_string())?;
     let load = t0.elapsed();
-    let feeds = gather_inputs(&session, &[], true, dims, 0)?;
+    let feeds = gather_inputs(&session, inputs, true, dims, 0)?;
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     for _ in 0..warmup {
         session.run(&refs).map_err(|e| e.to_string())?;

@@ -84,6 +84,9 @@ enum Command {
         warmup: usize,
         #[arg(long, default_value_t = 20)]
         iterations: usize,
+        /// An input from a file (NAME=FILE.npy or .pb); the others are random.
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
         #[arg(long = "dim", value_name = "NAME=SIZE")]
         dims: Vec<String>,
     },
@@ -156,8 +159,9 @@ fn main() -> ExitCode {
             model,
             warmup,
             iterations,
+            inputs,
             dims,
-        } => bench::bench(&model, warmup, iterations, &dims, cli.threads).map(|_| 0),
+        } => bench::bench(&model, warmup, iterations, &inputs, &dims, cli.threads).map(|_| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,
