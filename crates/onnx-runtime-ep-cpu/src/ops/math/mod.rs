@@ -5,19 +5,39 @@
 use crate::CpuRegistry;
 
 mod activation;
+mod argminmax;
 mod binary;
+mod cast;
 mod common;
+mod cumsum;
+mod det;
+mod einsum;
 pub mod elementwise;
+pub mod layout;
 mod logic;
 pub mod num;
+mod reduce;
+mod small_float;
+mod softmax;
+mod topk;
 mod unary;
 mod variadic;
 
+#[cfg(test)]
+mod backend_cases;
 #[cfg(test)]
 mod testutil;
 
 pub fn register(r: &mut CpuRegistry) {
     activation::register(r);
+    argminmax::register(r);
+    cast::register(r);
+    cumsum::register(r);
+    det::register(r);
+    einsum::register(r);
+    reduce::register(r);
+    softmax::register(r);
+    topk::register(r);
     binary::register(r);
     logic::register(r);
     unary::register(r);

@@ -127,6 +127,7 @@ pub fn string(v: &str) -> Attribute {
 }
 
 /// Runs a case and checks its first output against the reference.
+#[track_caller]
 #[allow(clippy::too_many_arguments)]
 pub fn check(
     op: &str,
@@ -138,7 +139,25 @@ pub fn check(
     want: &[f64],
     tol: f64,
 ) {
-    let got = run1(op, opset, attrs, inputs);
+    check_output(op, opset, attrs, inputs, 0, want_dtype, shape, want, tol)
+}
+
+/// Like [`check`], for output `index`.
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn check_output(
+    op: &str,
+    opset: u64,
+    attrs: Vec<(&str, Attribute)>,
+    inputs: &[Tensor],
+    index: usize,
+    want_dtype: onnx_runtime_ir::DataType,
+    shape: &[usize],
+    want: &[f64],
+    tol: f64,
+) {
+    let ins: Vec<Option<Tensor>> = inputs.iter().cloned().map(Some).collect();
+    let got = run_op("", op, opset, attrs, &ins).unwrap().remove(index);
     assert_eq!(got.dtype(), want_dtype, "{op}: dtype");
     let ctx = op.to_string();
     let g = got.to_f64_vec().expect("numeric output");
