@@ -5,7 +5,21 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
+import make_cases  # noqa: E402
 from make_cases import backend_cases  # noqa: E402
+
+_numeric_json = make_cases.tensor_json
+
+
+def tensor_json(t):
+    """Also exports string tensors (Equal on strings, Cast to and from strings)."""
+    if t.data_type == make_cases.onnx.TensorProto.STRING:
+        return {"dtype": t.data_type, "shape": list(t.dims),
+                "strings": [s.decode() for s in t.string_data]}
+    return _numeric_json(t)
+
+
+make_cases.tensor_json = tensor_json
 
 MATH_OPS = (
     "abs neg sign ceil floor round sqrt reciprocal exp log sin cos tan asin acos atan sinh cosh "

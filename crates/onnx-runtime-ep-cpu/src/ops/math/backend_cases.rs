@@ -19,6 +19,13 @@ fn tensor(j: &J) -> Option<Tensor> {
         .iter()
         .map(|v| v.as_u64().unwrap() as usize)
         .collect();
+    if let Some(strings) = j["strings"].as_array() {
+        let v = strings
+            .iter()
+            .map(|s| s.as_str().unwrap_or_default().to_string())
+            .collect();
+        return Some(Tensor::from_strings(shape, v));
+    }
     let hex = j["hex"].as_str()?;
     let bytes: Vec<u8> = (0..hex.len() / 2)
         .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
@@ -83,6 +90,15 @@ fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<(), Stri
             if !ok {
                 return Err(format!("element {i}: got {a}, want {b}"));
             }
+        }
+        Ok(())
+    } else if got.dtype() == DataType::String {
+        if got.strings() != want.strings() {
+            return Err(format!(
+                "got {:?}, want {:?}",
+                got.strings(),
+                want.strings()
+            ));
         }
         Ok(())
     } else if got.bytes() != want.bytes() {
@@ -165,7 +181,9 @@ fn math_backend_cases() {
         }
         let op = c["op"].as_str().unwrap().to_string();
         let e = by_op.entry(op).or_default();
-        match run_case(c) {
+        let result = std::panic::catch_unwind(|| run_case(c))
+            .unwrap_or_else(|_| Err("kernel panicked".to_string()));
+        match result {
             Ok(()) => e.0 += 1,
             Err(m) if m == "no kernel" => missing.push(name.to_string()),
             Err(m) => {

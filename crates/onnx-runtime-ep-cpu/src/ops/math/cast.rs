@@ -41,7 +41,7 @@ trait Prim: Element {
 fn trunc_bits(v: f64) -> i64 {
     if !v.is_finite() {
         0
-    } else if v >= 9.223_372_036_854_775_808e18 {
+    } else if v >= (1u64 << 63) as f64 {
         v as u64 as i64
     } else {
         v as i64
@@ -241,6 +241,13 @@ impl Cast {
             return Ok(Tensor::from_vec(shape, v));
         }
         if let Some(f) = Minifloat::of(d) {
+            if d == DataType::Float4E2M1 {
+                let b = x.bytes();
+                let v: Vec<f32> = (0..x.numel())
+                    .map(|i| f.decode(packed_get(b, 4, i)))
+                    .collect();
+                return Ok(Tensor::from_vec(shape, v));
+            }
             return Ok(unary_as::<u8, f32>(x, DataType::Float32, |c| f.decode(c)));
         }
         if d == DataType::Float8E8M0 {

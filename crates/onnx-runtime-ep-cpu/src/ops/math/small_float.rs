@@ -53,13 +53,8 @@ impl Minifloat {
             Special::Fn => 0x7f | if negative { 0x80 } else { 0 },
             Special::Uz => 0x80,
             Special::Ieee => 0x7e | if negative { 0x80 } else { 0 },
-            Special::None => {
-                if negative {
-                    self.sign
-                } else {
-                    0
-                }
-            }
+            // E2M1 has no NaN; the reference (ml_dtypes) gives negative zero.
+            Special::None => self.sign,
         }
     }
 

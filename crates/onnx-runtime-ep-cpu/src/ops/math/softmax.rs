@@ -17,7 +17,13 @@ enum Kind {
 }
 
 /// Normalizes one lane: `x[k * inner]` for k in 0..len, in the compute type.
-fn lane<T: FloatElem>(kind: Kind, x: &[T], out: &mut [T], len: usize, inner: usize, i: usize) {
+fn lane<T: FloatElem>(
+    kind: Kind,
+    x: &[T],
+    out: &mut [T],
+    tmp: &mut Vec<T::C>,
+    (len, inner, i): (usize, usize, usize),
+) {
     let at = |k: usize| k * inner + i;
     let mut m = <T::C as Real>::cst(f64::NEG_INFINITY);
     let mut arg = 0;
@@ -36,7 +42,8 @@ fn lane<T: FloatElem>(kind: Kind, x: &[T], out: &mut [T], len: usize, inner: usi
         }
         Kind::Soft => {
             let mut sum = <T::C as Real>::cst(0.0);
-            let mut tmp = vec![sum; len];
+            tmp.clear();
+            tmp.resize(len, sum);
             for k in 0..len {
                 let e = (x[at(k)].up() - m).exp();
                 tmp[k] = e;
@@ -65,8 +72,9 @@ fn run<T: FloatElem>(kind: Kind, x: &Tensor, v: AxisView) -> Tensor {
     let block = v.len * v.inner;
     par_blocks(out.data_mut::<T>(), block, d.len(), |o, ob| {
         let xb = &d[o * block..(o + 1) * block];
+        let mut tmp = Vec::new();
         for i in 0..v.inner {
-            lane(kind, xb, ob, v.len, v.inner, i);
+            lane(kind, xb, ob, &mut tmp, (v.len, v.inner, i));
         }
     });
     out
