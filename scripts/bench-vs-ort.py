@@ -69,10 +69,15 @@ def ours_bench(cli: Path, path: Path, feeds, work: Path, warmup: int, iters: int
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(cli), "bench", str(path), "--warmup", str(warmup), "--iterations", str(iters),
            "--threads", str(threads)] + extra
-    for name, arr in feeds.items():
-        f = work / f"{rm.safe_name(name)}.npy"
-        np.save(f, arr)
-        cmd += ["--input", f"{name}={f}"]
+    if bench_takes_inputs(cli):
+        for name, arr in feeds.items():
+            f = work / f"{rm.safe_name(name)}.npy"
+            np.save(f, arr)
+            cmd += ["--input", f"{name}={f}"]
+    else:
+        # An older `onnx-runtime bench` makes random inputs itself: give it the same shapes.
+        for dim, size in symbolic_dims(path, feeds).items():
+            cmd += ["--dim", f"{dim}={size}"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -88,6 +93,29 @@ def ours_bench(cli: Path, path: Path, feeds, work: Path, warmup: int, iters: int
     if not m:
         return None, f"no median in bench output: {text.strip()[:200]}"
     return float(m.group(1)) * UNIT[m.group(2).lower()], text
+
+
+_TAKES_INPUTS: dict[str, bool] = {}
+
+
+def bench_takes_inputs(cli: Path) -> bool:
+    if str(cli) not in _TAKES_INPUTS:
+        h = subprocess.run([str(cli), "bench", "--help"], capture_output=True, text=True).stdout
+        _TAKES_INPUTS[str(cli)] = "--input" in h
+    return _TAKES_INPUTS[str(cli)]
+
+
+def symbolic_dims(path: Path, feeds) -> dict[str, int]:
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    out = {}
+    for vi in m.graph.input:
+        if vi.name in feeds:
+            for d, size in zip(vi.type.tensor_type.shape.dim, feeds[vi.name].shape):
+                if d.dim_param:
+                    out[d.dim_param] = size
+    return out
 
 
 def git_rev() -> str:
@@ -191,7 +219,8 @@ def main() -> int:
         f"- onnxruntime {ort.__version__} (python, CPUExecutionProvider, sequential, intra_op_num_threads={args.threads}, "
         "default graph optimizations); ours: `onnx-runtime bench` at commit "
         f"{git_rev()}, {tool_version(['rustc', '--version'])}, release profile",
-        f"- load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} (a shared machine: medians, not means)",
+        ("" if bench_takes_inputs(cli) else "- this `onnx-runtime bench` has no --input: ours ran on its own random inputs of the same shapes\n")
+        + f"- load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} (a shared machine: medians, not means)",
         "",
         "| model | timed runs | ORT median ms | ours median ms | ours/ORT | note |",
         "|---|---|---|---|---|---|",
