@@ -6,8 +6,10 @@ use rayon::prelude::*;
 
 /// Output elements above which copies are split across threads.
 const PARALLEL_MIN: usize = 1 << 16;
-/// Tile edge of the blocked 2-D transpose.
-const TILE: usize = 32;
+/// Destination rows per (parallel) block of the blocked 2-D transpose.
+const TILE: usize = 64;
+/// Edge of the tiles the blocked transpose moves through a buffer.
+const MICRO: usize = 8;
 
 /// Drops size-1 axes and merges adjacent axes that are contiguous in the source.
 fn simplify(shape: &[usize], strides: &[isize]) -> (Vec<usize>, Vec<isize>) {
@@ -81,24 +83,42 @@ pub fn copy_strided<T: Elem>(
         let plane = rows * cols;
         let outer = &shape[..r - 2];
         let ost = &strides[..r - 2];
-        let body = |(p, chunk): (usize, &mut [T])| {
-            let base = offset as isize + row_offset(outer, ost, p);
-            for i0 in (0..rows).step_by(TILE) {
-                for j0 in (0..cols).step_by(TILE) {
-                    for i in i0..(i0 + TILE).min(rows) {
-                        let row = &mut chunk[i * cols..(i + 1) * cols];
-                        let b = base + i as isize;
-                        for j in j0..(j0 + TILE).min(cols) {
-                            row[j] = src[(b + j as isize * cs) as usize].clone();
+        // One block of TILE destination rows, moved as MICRO×MICRO tiles through a small
+        // buffer: each tile reads MICRO source runs and writes MICRO destination runs, so
+        // the cache lines in flight stay within the cache's associativity even when both
+        // strides are powers of two.
+        let block = |base: isize, i0: usize, rows_blk: &mut [T]| {
+            let n_i = rows_blk.len() / cols;
+            let mut tmp = vec![T::default(); MICRO * MICRO];
+            for j0 in (0..cols).step_by(MICRO) {
+                let nj = MICRO.min(cols - j0);
+                for ib in (0..n_i).step_by(MICRO) {
+                    let ni = MICRO.min(n_i - ib);
+                    for jj in 0..nj {
+                        let s0 = (base + (i0 + ib) as isize + (j0 + jj) as isize * cs) as usize;
+                        for (ii, v) in src[s0..s0 + ni].iter().enumerate() {
+                            tmp[ii * MICRO + jj] = v.clone();
                         }
+                    }
+                    for ii in 0..ni {
+                        let d0 = (ib + ii) * cols + j0;
+                        rows_blk[d0..d0 + nj].clone_from_slice(&tmp[ii * MICRO..ii * MICRO + nj]);
                     }
                 }
             }
         };
-        if total >= PARALLEL_MIN {
-            dst.par_chunks_mut(plane).enumerate().for_each(body);
-        } else {
-            dst.chunks_mut(plane).enumerate().for_each(body);
+        for (p, chunk) in dst.chunks_mut(plane).enumerate() {
+            let base = offset as isize + row_offset(outer, ost, p);
+            if total >= PARALLEL_MIN {
+                chunk
+                    .par_chunks_mut(TILE * cols)
+                    .enumerate()
+                    .for_each(|(q, blk)| block(base, q * TILE, blk));
+            } else {
+                for (q, blk) in chunk.chunks_mut(TILE * cols).enumerate() {
+                    block(base, q * TILE, blk);
+                }
+            }
         }
         return;
     }
