@@ -290,4 +290,30 @@ def det():
     case("Det", [np.array([[1, 2], [2, 4]], np.float32)], opset=11)
 
 
+def ms_case(op, inputs, tol=1e-5, **attrs):
+    """A com.microsoft case whose expected output comes from onnxruntime."""
+    import onnxruntime as ort
+    names = [f"x{i}" for i in range(len(inputs))]
+    node = helper.make_node(op, names, ["y"], domain="com.microsoft", **attrs)
+    vi = [helper.make_tensor_value_info(n, NP2ONNX[a.dtype.type], a.shape) for n, a in zip(names, inputs)]
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", NP2ONNX[inputs[0].dtype.type], None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = sess.run(None, dict(zip(names, inputs)))[0]
+    a = ", ".join(attr(k, v) for k, v in attrs.items())
+    ins = ", ".join(f"Some({tensor(x)})" for x in inputs)
+    want = ", ".join(lit(v, True) for v in y.ravel())
+    print(f"    check_ms(\"{op}\", vec![{a}], &[{ins}], &{list(y.shape)}, &[{want}], {tol});")
+
+
+def ms():
+    x = f([2, 5])
+    ms_case("Gelu", [x])
+    ms_case("FastGelu", [x])
+    ms_case("FastGelu", [x, f([5])])
+    ms_case("BiasGelu", [x, f([5])])
+    ms_case("QuickGelu", [x])
+    ms_case("QuickGelu", [x], alpha=1.2)
+
+
 globals()[sys.argv[1]]()

@@ -285,4 +285,49 @@ mod tests {
             assert_eq!(got, naive(a, b, &out), "{a:?} {b:?}");
         }
     }
+
+    /// Rough timings of the broadcast fast paths against per-element index arithmetic
+    /// (`cargo test --release -- --ignored --nocapture elementwise_speed`).
+    #[test]
+    #[ignore]
+    fn elementwise_speed() {
+        use std::time::Instant;
+        let (rows, cols) = (2048, 2048);
+        let a: Vec<f32> = (0..rows * cols).map(|i| (i % 97) as f32).collect();
+        let b: Vec<f32> = (0..cols).map(|i| i as f32).collect();
+        let mut out = vec![0f32; rows * cols];
+        let shape = [rows, cols];
+        for (name, bs) in [
+            ("same shape", &shape[..]),
+            ("row", &[cols][..]),
+            ("scalar", &[][..]),
+        ] {
+            let nb: usize = bs.iter().product();
+            let bv = if nb == rows * cols {
+                a.clone()
+            } else {
+                b[..nb.max(1)].to_vec()
+            };
+            let plan = Broadcast::new(&shape, bs, &shape);
+            let t = Instant::now();
+            for _ in 0..10 {
+                plan.run(&a, &bv, &mut out, |x, y| x + y);
+            }
+            let fast = t.elapsed().as_secs_f64() / 10.0;
+            let sa = crate::shape::broadcast_strides(&shape, &shape);
+            let sb = crate::shape::broadcast_strides(bs, &shape);
+            let t = Instant::now();
+            for _ in 0..10 {
+                crate::shape::for_each_offset(&shape, [&sa, &sb], |i, [x, y]| {
+                    out[i] = a[x] + bv[y]
+                });
+            }
+            let slow = t.elapsed().as_secs_f64() / 10.0;
+            eprintln!(
+                "{name}: plan {:.2} ms, index arithmetic {:.2} ms",
+                fast * 1e3,
+                slow * 1e3
+            );
+        }
+    }
 }
