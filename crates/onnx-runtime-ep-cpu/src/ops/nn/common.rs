@@ -156,6 +156,25 @@ pub fn usize_list(node: &Node, name: &str, v: &[i64]) -> Result<Vec<usize>, EpEr
         .collect()
 }
 
+/// Sum of `f(x)` over `x` in eight interleaved partial sums: vectorizes, and the partials
+/// keep the rounding error of long f32 rows small.
+#[inline]
+pub fn lane_sum<T: Real>(x: &[T], f: impl Fn(T) -> T) -> T {
+    let mut acc = [T::zero(); 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for ch in chunks {
+        for i in 0..8 {
+            acc[i] += f(ch[i]);
+        }
+    }
+    let mut s = acc.iter().fold(T::zero(), |a, &b| a + b);
+    for &v in rest {
+        s += f(v);
+    }
+    s
+}
+
 /// Minimum m*n*k before GEMM spreads over threads.
 const PARALLEL_FLOPS: usize = 1 << 17;
 

@@ -66,20 +66,21 @@ fn norm_rows<T: Real>(
             let mean = if rms {
                 0.0
             } else {
-                xr.iter().map(|v| v.to_f64c()).sum::<f64>() / n
+                common::lane_sum(xr, |v| v).to_f64c() / n
             };
-            let var = xr.iter().map(|v| (v.to_f64c() - mean).powi(2)).sum::<f64>() / n;
+            let mt: T = c(mean);
+            let var = common::lane_sum(xr, |v| (v - mt) * (v - mt)).to_f64c() / n;
             let inv = 1.0 / (var + eps).sqrt();
             let (m, iv): (T, T) = (c(mean), c(inv));
             match bias {
                 Some(b) => {
-                    for j in 0..inner {
-                        yr[j] = (xr[j] - m) * iv * scale[j] + b[j];
+                    for (((o, &xv), &sv), &bv) in yr.iter_mut().zip(xr).zip(scale).zip(b) {
+                        *o = (xv - m) * iv * sv + bv;
                     }
                 }
                 None => {
-                    for j in 0..inner {
-                        yr[j] = (xr[j] - m) * iv * scale[j];
+                    for ((o, &xv), &sv) in yr.iter_mut().zip(xr).zip(scale) {
+                        *o = (xv - m) * iv * sv;
                     }
                 }
             }

@@ -15,8 +15,9 @@ pub fn mean_var<T: Real>(v: &[T]) -> (f64, f64) {
         return (0.0, 0.0);
     }
     let n = v.len() as f64;
-    let mean = v.iter().map(|x| x.to_f64c()).sum::<f64>() / n;
-    let var = v.iter().map(|x| (x.to_f64c() - mean).powi(2)).sum::<f64>() / n;
+    let mean = common::lane_sum(v, |x| x).to_f64c() / n;
+    let m: T = c(mean);
+    let var = common::lane_sum(v, |x| (x - m) * (x - m)).to_f64c() / n;
     (mean, var)
 }
 
@@ -107,16 +108,27 @@ fn batch_norm<T: Real>(
             }
         }
     }
+    // y = x * a + c with a = scale / sqrt(var + eps), c = bias - mean * a.
+    let a: Vec<T> = (0..cnt)
+        .map(|k| scale[k] / (var[k] + c(eps)).sqrt())
+        .collect();
+    let cc: Vec<T> = (0..cnt).map(|k| bias[k] - mean[k] * a[k]).collect();
     let mut y = vec![T::zero(); x.len()];
     y.par_chunks_mut(inner.max(1))
         .enumerate()
         .for_each(|(row, yr)| {
             let ci = row % ch;
             let xr = &x[row * inner..(row + 1) * inner];
-            for (j, (o, &xv)) in yr.iter_mut().zip(xr).enumerate() {
-                let k = ci * per + if per == 1 { 0 } else { j };
-                let inv = T::one() / (var[k] + c(eps)).sqrt();
-                *o = (xv - mean[k]) * inv * scale[k] + bias[k];
+            if per == 1 {
+                let (av, cv) = (a[ci], cc[ci]);
+                for (o, &xv) in yr.iter_mut().zip(xr) {
+                    *o = xv * av + cv;
+                }
+            } else {
+                let (ar, cr) = (&a[ci * per..(ci + 1) * per], &cc[ci * per..(ci + 1) * per]);
+                for (j, (o, &xv)) in yr.iter_mut().zip(xr).enumerate() {
+                    *o = xv * ar[j] + cr[j];
+                }
             }
         });
     let mut out = vec![(shape.to_vec(), y)];
