@@ -99,7 +99,21 @@ impl LoopOp {
             let mut body_inputs = Vec::with_capacity(2 + self.carried);
             body_inputs.push(Value::Tensor(Tensor::scalar(i)));
             body_inputs.push(Value::Tensor(Tensor::from_bools(vec![], &[cond])));
-            body_inputs.append(&mut carried);
+            // A carried value declared optional in the body may come back from the previous
+            // iteration as a plain value (the body's output type need not be optional).
+            for (j, v) in carried.drain(..).enumerate() {
+                let declared = &self
+                    .body
+                    .graph
+                    .inputs
+                    .get(2 + j)
+                    .and_then(|io| io.ty.clone());
+                body_inputs.push(match (declared, v) {
+                    (Some(ValueType::Optional(_)), v @ Value::Optional(_)) => v,
+                    (Some(ValueType::Optional(_)), v) => Value::Optional(Some(Box::new(v))),
+                    (_, v) => v,
+                });
+            }
             let mut outs = self
                 .body
                 .run(body_inputs, implicit)
