@@ -8,6 +8,7 @@ mod activation;
 mod argminmax;
 mod binary;
 mod cast;
+mod cumprod;
 mod common;
 mod cumsum;
 mod det;
@@ -39,6 +40,7 @@ pub fn register(r: &mut CpuRegistry) {
     softmax::register(r);
     topk::register(r);
     binary::register(r);
+    cumprod::register(r);
     logic::register(r);
     unary::register(r);
     variadic::register(r);

@@ -29,6 +29,9 @@ mod slice;
 mod strings;
 mod transpose;
 mod unique;
+mod bitcast;
+mod tfidf;
+mod tensor_scatter;
 
 pub use concat_split::{concat_tensors, split_tensor};
 pub use gather::gather_tensor;
@@ -54,4 +57,7 @@ pub fn register(r: &mut CpuRegistry) {
     detection::register(r);
     grid::register(r);
     ml::register(r);
+    bitcast::register(r);
+    tfidf::register(r);
+    tensor_scatter::register(r);
 }
