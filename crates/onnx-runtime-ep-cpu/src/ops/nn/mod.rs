@@ -5,16 +5,15 @@
 use crate::CpuRegistry;
 
 pub mod attention;
+mod causal_conv;
 pub mod common;
 mod contrib_attention;
 mod contrib_misc;
 mod conv;
-mod causal_conv;
 mod conv_transpose;
 mod deform_conv;
 mod dropout;
 mod flex_attention;
-mod subgraph;
 mod gemm_op;
 mod layer_norm;
 mod linear_attention;
@@ -29,6 +28,7 @@ mod quant;
 mod resize;
 mod rnn;
 mod signal;
+mod subgraph;
 mod training;
 pub mod window;
 

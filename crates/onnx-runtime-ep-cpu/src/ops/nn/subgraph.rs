@@ -9,12 +9,15 @@ use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::{Graph, ValueId};
 use std::collections::HashMap;
 
+/// One node to run: its input and output value ids and its kernel.
+type Step = (Vec<Option<ValueId>>, Vec<ValueId>, Box<dyn CpuKernel>);
+
 pub struct Subgraph {
     what: String,
     input: ValueId,
     output: ValueId,
     constants: Vec<(ValueId, Value)>,
-    steps: Vec<(Vec<Option<ValueId>>, Vec<ValueId>, Box<dyn CpuKernel>)>,
+    steps: Vec<Step>,
 }
 
 impl Subgraph {

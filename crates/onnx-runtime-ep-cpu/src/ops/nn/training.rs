@@ -131,7 +131,7 @@ impl CpuKernel for Optimizer {
         let t = t_t.data::<i64>()[0];
         let groups = 2 + self.algo.states();
         let rest = inputs.len().saturating_sub(2);
-        if rest == 0 || rest % groups != 0 {
+        if rest == 0 || !rest.is_multiple_of(groups) {
             return Err(invalid(
                 node,
                 format!(
@@ -270,6 +270,7 @@ mod tests {
 
     /// float64 reference: the spec's Adam pseudo code on two tensors.
     #[test]
+    #[allow(clippy::needless_range_loop)]
     fn adam_two_tensors_matches_pseudocode() {
         let n = node(
             "Adam",

@@ -58,15 +58,14 @@ pub fn register(r: &mut CpuRegistry) {
 #[cfg(test)]
 mod tests {
     use super::super::common::testutil::*;
-    use super::*;
     use onnx_runtime_ir::Attribute;
 
     #[test]
     fn float_bits_as_int_and_width_mismatch() {
         let v = vec![1.5f32, -2.25, 0.0, f32::INFINITY];
         let n = node("BitCast", 1, 1, vec![("to", Attribute::Int(6))]);
-        let out = run(&n, 26, &[t(&[2, 2], v.clone())]).unwrap();
-        let (shape, bits) = out::<i32>(&out, 0);
+        let res = run(&n, 26, &[t(&[2, 2], v.clone())]).unwrap();
+        let (shape, bits) = out::<i32>(&res, 0);
         assert_eq!(shape, vec![2, 2]);
         let want: Vec<i32> = v.iter().map(|x| x.to_bits() as i32).collect();
         assert_eq!(bits, want);

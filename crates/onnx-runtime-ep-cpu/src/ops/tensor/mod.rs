@@ -12,6 +12,7 @@ use crate::CpuRegistry;
 pub(crate) mod common;
 pub(crate) mod copy;
 
+mod bitcast;
 mod concat_split;
 mod construct;
 mod detection;
@@ -27,11 +28,10 @@ mod select;
 mod sequence;
 mod slice;
 mod strings;
+mod tensor_scatter;
+mod tfidf;
 mod transpose;
 mod unique;
-mod bitcast;
-mod tfidf;
-mod tensor_scatter;
 
 pub use concat_split::{concat_tensors, split_tensor};
 pub use gather::gather_tensor;

@@ -160,7 +160,6 @@ pub fn register(r: &mut CpuRegistry) {
 #[cfg(test)]
 mod tests {
     use super::super::common::testutil::*;
-    use super::*;
     use onnx_runtime_ir::Attribute;
 
     /// Reference: the spec's pseudocode on a (2, 3, 5, 2) cache, circular mode.

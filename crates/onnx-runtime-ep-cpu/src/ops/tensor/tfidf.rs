@@ -47,7 +47,10 @@ fn grams<K: Clone + Hash + Eq>(
     for (k, &start) in counts.iter().enumerate() {
         let n = k + 1;
         let end = counts.get(k + 1).copied().unwrap_or(pool.len() as i64);
-        if start < 0 || end < start || end as usize > pool.len() || (end - start) as usize % n != 0
+        if start < 0
+            || end < start
+            || end as usize > pool.len()
+            || !((end - start) as usize).is_multiple_of(n)
         {
             return Err(EpError::invalid_attribute(
                 node,
@@ -255,7 +258,6 @@ pub fn register(r: &mut CpuRegistry) {
 #[cfg(test)]
 mod tests {
     use super::super::common::testutil::*;
-    use super::*;
     use onnx_runtime_ir::Attribute;
 
     /// The spec's example: skips of 2 give the 2-grams [94, 12] and [17, 28].
@@ -275,13 +277,13 @@ mod tests {
                 ("pool_int64s", Attribute::Ints(vec![94, 17, 94, 12, 17, 28])),
             ],
         );
-        let out = run(
+        let res = run(
             &n,
             9,
             &[t(&[2, 5], vec![94i64, 17, 36, 12, 28, 94, 94, 1, 2, 3])],
         )
         .unwrap();
-        let (shape, y) = out::<f32>(&out, 0);
+        let (shape, y) = out::<f32>(&res, 0);
         assert_eq!(shape, vec![2, 4]);
         assert_eq!(y, vec![1., 1., 1., 1., 2., 0., 0., 0.]);
     }
