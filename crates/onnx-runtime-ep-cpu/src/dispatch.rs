@@ -84,8 +84,9 @@ macro_rules! dispatch_numeric {
     }};
 }
 
-/// By element width, for ops that only move data: u8, u16, u32, u64 (and `[u64; 2]` for
-/// complex128). Bool, float8 and the like move as their width's unsigned type.
+/// By element width, for ops that only move data: u8, u16, u32, u64. Bool, float8 and the
+/// like move as their width's unsigned type; complex128, strings and sub-byte types take the
+/// fallback (`ops::tensor::common::with_elem` also covers those).
 #[macro_export]
 macro_rules! dispatch_width {
     ($dtype:expr, $T:ident => $body:expr, $other:pat => $fallback:expr) => {{

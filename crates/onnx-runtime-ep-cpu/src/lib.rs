@@ -28,3 +28,23 @@ pub fn registry() -> &'static CpuRegistry {
         r
     })
 }
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Helpers shared by every op family's unit tests.
+    use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
+
+    /// A node with inputs `0..n_in`, outputs `100..100 + n_out` and `attrs`.
+    pub fn node(op: &str, n_in: usize, n_out: usize, attrs: Vec<(&str, Attribute)>) -> Node {
+        let mut n = Node::new(
+            NodeId(0),
+            op,
+            (0..n_in).map(|i| Some(ValueId(i))).collect(),
+            (0..n_out).map(|i| ValueId(100 + i)).collect(),
+        );
+        for (k, v) in attrs {
+            n.attributes.insert(k.to_string(), v);
+        }
+        n
+    }
+}

@@ -285,20 +285,9 @@ pub mod testutil {
     //! float64 reference loops.
     use crate::kernel::BuildContext;
     use crate::{Tensor, Value};
-    use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
+    use onnx_runtime_ir::Node;
 
-    pub fn node(op: &str, n_in: usize, n_out: usize, attrs: Vec<(&str, Attribute)>) -> Node {
-        let mut n = Node::new(
-            NodeId(0),
-            op,
-            (0..n_in).map(|i| Some(ValueId(i))).collect(),
-            (0..n_out).map(|i| ValueId(100 + i)).collect(),
-        );
-        for (k, v) in attrs {
-            n.attributes.insert(k.to_string(), v);
-        }
-        n
-    }
+    pub use crate::testutil::node;
 
     pub fn run(
         factory: crate::CpuFactory,
