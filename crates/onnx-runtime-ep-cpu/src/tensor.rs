@@ -5,23 +5,36 @@ use half::{bf16, f16};
 use onnx_runtime_ir::DataType;
 use std::sync::Arc;
 
-/// 64 bytes aligned to 64: the unit host tensor storage is allocated in, so every element type
-/// (and SIMD loads) is aligned.
+/// 64 bytes aligned to 64: the unit zero-filled host storage is allocated in, so every element
+/// type (and SIMD loads) is aligned.
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C, align(64))]
 struct Block([u8; 64]);
 
-/// Aligned, zero-initialised bytes.
+/// The allocation behind [`AlignedBytes`]: 64-byte blocks, or a kernel's own `Vec` of elements
+/// kept as the unsigned integer of the same width (so its allocation is reused, not copied, and
+/// its alignment is the element type's).
+#[derive(Clone)]
+enum Buf {
+    Blocks(Vec<Block>),
+    W8(Vec<u8>),
+    W16(Vec<u16>),
+    W32(Vec<u32>),
+    W64(Vec<u64>),
+}
+
+/// Element bytes, aligned at least to the element type's alignment.
 #[derive(Clone)]
 pub struct AlignedBytes {
-    blocks: Vec<Block>,
+    buf: Buf,
     len: usize,
 }
 
 impl AlignedBytes {
+    /// `len` zero bytes aligned to 64.
     pub fn zeroed(len: usize) -> Self {
         AlignedBytes {
-            blocks: vec![Block::zeroed(); len.div_ceil(64)],
+            buf: Buf::Blocks(vec![Block::zeroed(); len.div_ceil(64)]),
             len,
         }
     }
@@ -32,12 +45,44 @@ impl AlignedBytes {
         out
     }
 
+    /// Takes over `values`' allocation without copying.
+    pub fn from_vec<T: Element>(values: Vec<T>) -> Self {
+        let len = std::mem::size_of_val(values.as_slice());
+        // Element types are 1, 2, 4 or 8 bytes wide with alignment equal to their width, so the
+        // cast to the unsigned integer of that width keeps size and alignment and cannot fail.
+        let buf = match std::mem::size_of::<T>() {
+            1 => bytemuck::allocation::try_cast_vec(values).map(Buf::W8),
+            2 => bytemuck::allocation::try_cast_vec(values).map(Buf::W16),
+            4 => bytemuck::allocation::try_cast_vec(values).map(Buf::W32),
+            8 => bytemuck::allocation::try_cast_vec(values).map(Buf::W64),
+            _ => Err((bytemuck::PodCastError::SizeMismatch, values)),
+        };
+        match buf {
+            Ok(buf) => AlignedBytes { buf, len },
+            Err((_, values)) => Self::from_slice(bytemuck::cast_slice(&values)),
+        }
+    }
+
     pub fn as_slice(&self) -> &[u8] {
-        &bytemuck::cast_slice::<Block, u8>(&self.blocks)[..self.len]
+        let bytes: &[u8] = match &self.buf {
+            Buf::Blocks(v) => bytemuck::cast_slice(v),
+            Buf::W8(v) => v,
+            Buf::W16(v) => bytemuck::cast_slice(v),
+            Buf::W32(v) => bytemuck::cast_slice(v),
+            Buf::W64(v) => bytemuck::cast_slice(v),
+        };
+        &bytes[..self.len]
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut::<Block, u8>(&mut self.blocks)[..self.len]
+        let bytes: &mut [u8] = match &mut self.buf {
+            Buf::Blocks(v) => bytemuck::cast_slice_mut(v),
+            Buf::W8(v) => v,
+            Buf::W16(v) => bytemuck::cast_slice_mut(v),
+            Buf::W32(v) => bytemuck::cast_slice_mut(v),
+            Buf::W64(v) => bytemuck::cast_slice_mut(v),
+        };
+        &mut bytes[..self.len]
     }
 
     pub fn len(&self) -> usize {
@@ -127,8 +172,19 @@ impl Tensor {
         })
     }
 
+    /// A tensor of `T::DTYPE` that takes over `values`' allocation (no copy). Panics if the
+    /// count does not match the shape.
     pub fn from_vec<T: Element>(shape: Vec<usize>, values: Vec<T>) -> Tensor {
-        Self::from_slice(shape, &values)
+        assert_eq!(
+            numel(&shape),
+            values.len(),
+            "element count must match the shape"
+        );
+        Tensor {
+            dtype: T::DTYPE,
+            shape,
+            storage: Arc::new(Storage::Bytes(AlignedBytes::from_vec(values))),
+        }
     }
 
     /// A tensor of `T::DTYPE` holding `values`. Panics if the count does not match the shape.
@@ -149,7 +205,7 @@ impl Tensor {
 
     pub fn from_bools(shape: Vec<usize>, values: &[bool]) -> Tensor {
         let bytes: Vec<u8> = values.iter().map(|&b| b as u8).collect();
-        let mut t = Tensor::from_slice(shape, &bytes);
+        let mut t = Tensor::from_vec(shape, bytes);
         t.dtype = DataType::Bool;
         t
     }
@@ -385,6 +441,28 @@ impl From<Tensor> for Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_vec_takes_the_allocation() {
+        let v: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+        let ptr = v.as_ptr() as *const u8;
+        let t = Tensor::from_vec(vec![10, 100], v);
+        assert_eq!(t.bytes().as_ptr(), ptr, "no copy");
+        assert_eq!(t.data::<f32>()[999], 499.5);
+        // Same-width retyping and writes through a shared copy keep working.
+        let h: Vec<f16> = vec![f16::from_f32(1.5); 3];
+        let mut a = Tensor::from_vec(vec![3], h).with_dtype(DataType::Uint16);
+        let b = a.clone();
+        a.data_mut::<u16>()[0] = 0;
+        assert_eq!(a.data::<u16>()[0], 0);
+        assert_eq!(b.data::<u16>()[0], f16::from_f32(1.5).to_bits());
+        let e = Tensor::from_vec::<i64>(vec![0, 4], Vec::new());
+        assert!(e.data::<i64>().is_empty());
+        let mut bools = Tensor::from_bools(vec![2], &[true, false]);
+        assert_eq!(bools.bytes(), &[1, 0]);
+        bools.bytes_mut()[1] = 1;
+        assert_eq!(bools.bytes(), &[1, 1]);
+    }
 
     #[test]
     fn typed_access_and_sharing() {
