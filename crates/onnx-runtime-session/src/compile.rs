@@ -56,7 +56,8 @@ pub(crate) struct IoSlot {
 
 /// The ops the session runs itself rather than through the CPU registry, with the first
 /// opset of each.
-pub(crate) const SESSION_OPS: &[(&str, u64)] = &[("If", 1), ("Loop", 1), ("Scan", 8)];
+pub(crate) const SESSION_OPS: &[(&str, u64)] =
+    &[("If", 1), ("Loop", 1), ("Scan", 8), ("SequenceMap", 17)];
 
 pub(crate) fn is_session_op(node: &Node) -> bool {
     node.normalized_domain().is_empty() && SESSION_OPS.iter().any(|(op, _)| *op == node.op_type)

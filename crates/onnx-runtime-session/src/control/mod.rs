@@ -1,4 +1,4 @@
-//! Control-flow ops (`If`, `Loop`, `Scan`): the session runs them itself because they
+//! Control-flow ops (`If`, `Loop`, `Scan`, `SequenceMap`): the session runs them itself because they
 //! execute subgraphs. A subgraph reads values of enclosing graphs by name; the compiler turns
 //! those reads into implicit inputs of the control-flow node, so liveness in the enclosing
 //! graph keeps them alive until the node has run.
@@ -7,6 +7,7 @@ mod axis;
 mod if_op;
 mod loop_op;
 mod scan;
+mod sequence_map;
 
 use crate::compile::{CompiledGraph, Compiler};
 use crate::error::{SessionError, SessionResult};
@@ -20,11 +21,13 @@ use std::collections::HashMap;
 pub(crate) use if_op::IfOp;
 pub(crate) use loop_op::LoopOp;
 pub(crate) use scan::ScanOp;
+pub(crate) use sequence_map::SequenceMapOp;
 
 pub(crate) enum ControlOp {
     If(IfOp),
     Loop(LoopOp),
     Scan(ScanOp),
+    SequenceMap(SequenceMapOp),
 }
 
 impl ControlOp {
@@ -40,6 +43,7 @@ impl ControlOp {
             ControlOp::If(op) => op.run(node, inputs, implicit),
             ControlOp::Loop(op) => op.run(node, inputs, implicit),
             ControlOp::Scan(op) => op.run(node, inputs, implicit),
+            ControlOp::SequenceMap(op) => op.run(node, inputs, implicit),
         }
     }
 }
@@ -57,6 +61,9 @@ pub(crate) fn build(
         "If" => ControlOp::If(IfOp::build(compiler, node, scope, &mut names)?),
         "Loop" => ControlOp::Loop(LoopOp::build(compiler, node, scope, &mut names)?),
         "Scan" => ControlOp::Scan(ScanOp::build(compiler, node, opset, scope, &mut names)?),
+        "SequenceMap" => {
+            ControlOp::SequenceMap(SequenceMapOp::build(compiler, node, scope, &mut names)?)
+        }
         other => {
             return Err(SessionError::invalid(format!(
                 "{other} is not a control-flow op"

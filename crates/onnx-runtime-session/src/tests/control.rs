@@ -430,3 +430,131 @@ fn body_errors_say_where_they_happened() {
         "{err}"
     );
 }
+
+fn f32_seq_type() -> ValueType {
+    ValueType::Sequence(Box::new(ValueType::Tensor {
+        dtype: DataType::Float32,
+        shape: None,
+    }))
+}
+
+fn f32_seq(items: Vec<Tensor>) -> Value {
+    Value::Sequence {
+        dtype: DataType::Float32,
+        items,
+    }
+}
+
+/// SequenceMap over a sequence, a second sequence indexed alike and a tensor passed whole:
+/// out = x + y * t per element, and x < y as a second output sequence.
+fn sequence_map_session() -> crate::Session {
+    let mut body = G::body();
+    body.input("x", DataType::Float32, &[-1]);
+    body.input("y", DataType::Float32, &[-1]);
+    body.input("t", DataType::Float32, &[1]);
+    body.node("Mul", &["y", "t"], &["yt"]);
+    body.node("Add", &["x", "yt"], &["sum"]);
+    body.node("Less", &["x", "y"], &["less"]);
+    body.output("sum");
+    body.output("less");
+    // Declared element types (rank unknown): what empty output sequences take.
+    for (name, dtype) in [("sum", DataType::Float32), ("less", DataType::Bool)] {
+        let id = body.v(name);
+        body.g.value_mut(id).ty = Some(ValueType::Tensor { dtype, shape: None });
+    }
+    let mut b = G::new(17);
+    b.input_typed("xs", f32_seq_type());
+    b.input_typed("ys", f32_seq_type());
+    b.input("t", DataType::Float32, &[1]);
+    b.node_attrs(
+        "SequenceMap",
+        &["xs", "ys", "t"],
+        &["sums", "lesses"],
+        vec![("body", graph_attr(body))],
+    );
+    b.output("sums");
+    b.output("lesses");
+    b.session()
+}
+
+#[test]
+fn sequence_map_indexes_sequences_and_passes_tensors_whole() {
+    let s = sequence_map_session();
+    let lens = [3usize, 1, 5];
+    let xs: Vec<Vec<f32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| rand_f32(n, i as u64))
+        .collect();
+    let ys: Vec<Vec<f32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| rand_f32(n, 10 + i as u64))
+        .collect();
+    let t = 0.75f32;
+    let seq = |v: &[Vec<f32>]| {
+        f32_seq(
+            v.iter()
+                .map(|x| Tensor::from_vec(vec![x.len()], x.clone()))
+                .collect(),
+        )
+    };
+    let outs = s
+        .run(&[("xs", seq(&xs)), ("ys", seq(&ys)), ("t", f32t(&[1], &[t]))])
+        .unwrap();
+    let (sums, lesses) = match (&outs[0].1, &outs[1].1) {
+        (Value::Sequence { items: a, .. }, Value::Sequence { items: b, .. }) => (a, b),
+        other => panic!("expected two sequences, got {other:?}"),
+    };
+    assert_eq!(sums.len(), 3);
+    for i in 0..3 {
+        let want: Vec<f64> = xs[i]
+            .iter()
+            .zip(&ys[i])
+            .map(|(&x, &y)| x as f64 + y as f64 * t as f64)
+            .collect();
+        assert_close(sums[i].data::<f32>(), &want);
+        let less: Vec<u8> = xs[i]
+            .iter()
+            .zip(&ys[i])
+            .map(|(x, y)| (x < y) as u8)
+            .collect();
+        assert_eq!(lesses[i].bytes(), less.as_slice());
+    }
+
+    // An empty input sequence gives empty sequences of the body's declared types.
+    let outs = s
+        .run(&[
+            ("xs", f32_seq(vec![])),
+            ("ys", f32_seq(vec![])),
+            ("t", f32t(&[1], &[t])),
+        ])
+        .unwrap();
+    match (&outs[0].1, &outs[1].1) {
+        (
+            Value::Sequence {
+                dtype: d0,
+                items: a,
+            },
+            Value::Sequence {
+                dtype: d1,
+                items: b,
+            },
+        ) => {
+            assert!(a.is_empty() && b.is_empty());
+            assert_eq!((*d0, *d1), (DataType::Float32, DataType::Bool));
+        }
+        other => panic!("expected two sequences, got {other:?}"),
+    }
+
+    // Sequences of different lengths are an error naming the input.
+    let err = s
+        .run(&[
+            ("xs", seq(&xs)),
+            ("ys", seq(&ys[..2])),
+            ("t", f32t(&[1], &[t])),
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("additional input 1"), "{err}");
+}
