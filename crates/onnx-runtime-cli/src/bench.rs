@@ -3,7 +3,7 @@
 use crate::run::gather_inputs;
 use indicatif::{ProgressBar, ProgressStyle};
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{Session, SessionOptions};
+use onnx_runtime_session::{OptimizationLevel, Session, SessionOptions};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -23,12 +23,17 @@ pub fn bench(
     inputs: &[String],
     dims: &[String],
     threads: Option<usize>,
+    optimize: OptimizationLevel,
 ) -> Result<(), String> {
     if iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
     let t0 = Instant::now();
-    let session = Session::from_file(path, SessionOptions::default()).map_err(|e| e.to_string())?;
+    let options = SessionOptions {
+        optimization: optimize,
+        ..Default::default()
+    };
+    let session = Session::from_file(path, options).map_err(|e| e.to_string())?;
     let load = t0.elapsed();
     let feeds = gather_inputs(&session, inputs, true, dims, 0)?;
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
@@ -54,7 +59,7 @@ pub fn bench(
     let mean = times.iter().sum::<Duration>() / iterations as u32;
     println!("model: {}", path.display());
     println!(
-        "threads: {}, warmup: {warmup}, iterations: {iterations}, load: {:.1} ms",
+        "threads: {}, warmup: {warmup}, iterations: {iterations}, optimize: {optimize:?}, load: {:.1} ms",
         threads.unwrap_or_else(rayon::current_num_threads),
         ms(load)
     );

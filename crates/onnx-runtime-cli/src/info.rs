@@ -2,7 +2,9 @@
 
 use onnx_runtime_ir::{Attribute, Graph};
 use onnx_runtime_loader::Model;
-use onnx_runtime_session::{describe_type, unsupported_ops, SessionOptions};
+use onnx_runtime_session::{
+    describe_type, optimize, unsupported_ops, OptimizationLevel, SessionOptions,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -24,7 +26,7 @@ fn count_ops(graph: &Graph, counts: &mut BTreeMap<String, usize>) {
     }
 }
 
-pub fn info(path: &Path) -> Result<(), String> {
+pub fn info(path: &Path, level: OptimizationLevel) -> Result<(), String> {
     let model = Model::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let g = &model.graph;
     println!("model: {}", path.display());
@@ -62,6 +64,23 @@ pub fn info(path: &Path) -> Result<(), String> {
     by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     for (op, n) in by_count {
         println!("  {n:6}  {op}");
+    }
+    if level != OptimizationLevel::None {
+        let mut optimized = g.clone();
+        let report = optimize(&mut optimized, level, onnx_runtime_ep_cpu::registry());
+        println!(
+            "after --optimize {level:?}: {} nodes (from {})",
+            report.nodes_after, report.nodes_before
+        );
+        for (pass, n) in &report.applied {
+            println!("  {n:6}  {pass}");
+        }
+        let mut after = BTreeMap::new();
+        count_ops(&optimized, &mut after);
+        let mut by_count: Vec<(&String, &usize)> = after.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let ops: Vec<String> = by_count.iter().map(|(op, n)| format!("{op} {n}")).collect();
+        println!("  ops: {}", ops.join(", "));
     }
     let missing = unsupported_ops(g, &SessionOptions::default()).map_err(|e| e.to_string())?;
     if missing.is_empty() {

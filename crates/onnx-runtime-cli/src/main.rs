@@ -8,6 +8,7 @@ mod run;
 mod values;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use onnx_runtime_session::{OptimizationLevel, SessionOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -21,6 +22,16 @@ struct Cli {
     /// Worker threads for kernels (default: one per core).
     #[arg(long, global = true)]
     threads: Option<usize>,
+    /// Graph optimizations at session build: none (run the graph as written), basic
+    /// (no-op removal, BatchNormalization/Mul/Add folded into Conv) or all (basic plus
+    /// fusions into com.microsoft kernels).
+    #[arg(
+        long,
+        global = true,
+        default_value = "all",
+        value_name = "none|basic|all"
+    )]
+    optimize: OptimizationLevel,
     #[command(subcommand)]
     command: Command,
 }
@@ -133,9 +144,10 @@ fn main() -> ExitCode {
             output_dir,
             format,
             seed,
+            optimize: cli.optimize,
         })
         .map(|_| 0),
-        Command::Info { model } => info::info(&model).map(|_| 0),
+        Command::Info { model } => info::info(&model, cli.optimize).map(|_| 0),
         Command::Test {
             dirs,
             ep,
@@ -152,7 +164,10 @@ fn main() -> ExitCode {
                     filter,
                     jobs,
                 },
-                Default::default(),
+                SessionOptions {
+                    optimization: cli.optimize,
+                    ..Default::default()
+                },
             )
         }),
         Command::Bench {
@@ -161,7 +176,16 @@ fn main() -> ExitCode {
             iterations,
             inputs,
             dims,
-        } => bench::bench(&model, warmup, iterations, &inputs, &dims, cli.threads).map(|_| 0),
+        } => bench::bench(
+            &model,
+            warmup,
+            iterations,
+            &inputs,
+            &dims,
+            cli.threads,
+            cli.optimize,
+        )
+        .map(|_| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,

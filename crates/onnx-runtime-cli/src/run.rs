@@ -5,7 +5,7 @@ use crate::values::{
     Rng,
 };
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{describe_type, Session, SessionOptions};
+use onnx_runtime_session::{describe_type, OptimizationLevel, Session, SessionOptions};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -23,6 +23,7 @@ pub struct RunArgs {
     pub output_dir: Option<PathBuf>,
     pub format: Format,
     pub seed: u64,
+    pub optimize: OptimizationLevel,
 }
 
 /// The feeds for `session`: files named on the command line, random values for the rest
@@ -70,8 +71,11 @@ pub fn gather_inputs(
 
 pub fn run(args: RunArgs) -> Result<(), String> {
     let t0 = Instant::now();
-    let session =
-        Session::from_file(&args.model, SessionOptions::default()).map_err(|e| e.to_string())?;
+    let options = SessionOptions {
+        optimization: args.optimize,
+        ..Default::default()
+    };
+    let session = Session::from_file(&args.model, options).map_err(|e| e.to_string())?;
     let load = t0.elapsed();
     let feeds = gather_inputs(
         &session,

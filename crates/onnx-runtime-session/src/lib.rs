@@ -16,6 +16,7 @@ mod control;
 pub mod convert;
 mod error;
 mod exec;
+pub mod optimize;
 mod profile;
 mod session;
 #[cfg(test)]
@@ -23,6 +24,7 @@ mod tests;
 
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};
+pub use optimize::{optimize, OptimizationLevel, OptimizeReport};
 pub use profile::{OpTime, Profile};
 pub use session::{
     describe_type, describe_value, unsupported_ops, IoInfo, Session, SessionOptions,

@@ -3,6 +3,7 @@
 use crate::compile::{CompiledGraph, Compiler};
 use crate::error::{MissingOp, SessionError, SessionResult};
 use crate::exec::run_graph;
+use crate::optimize::OptimizationLevel;
 use crate::profile::Profile;
 use onnx_runtime_ep_cpu::{CpuRegistry, Value};
 use onnx_runtime_ir::{Dim, Graph, ValueType};
@@ -15,6 +16,9 @@ pub struct SessionOptions {
     /// The CPU kernels to use; `None` for [`onnx_runtime_ep_cpu::registry`]. A custom registry
     /// lets an application add its own ops.
     pub registry: Option<&'static CpuRegistry>,
+    /// Graph rewrites before kernels are built ([`OptimizationLevel::All`] by default);
+    /// [`OptimizationLevel::None`] runs the graph exactly as written.
+    pub optimization: OptimizationLevel,
 }
 
 /// A graph input or output: its name and the type the model declares for it.
@@ -57,6 +61,15 @@ impl Session {
     /// Compiles `graph`: checks that every op has a kernel (naming all that do not at once),
     /// orders the nodes, builds each kernel once and plans when each value is freed.
     pub fn from_graph(graph: &Graph, options: SessionOptions) -> SessionResult<Session> {
+        let optimized;
+        let graph = if options.optimization == OptimizationLevel::None {
+            graph
+        } else {
+            let mut g = graph.clone();
+            crate::optimize::optimize(&mut g, options.optimization, registry_of(&options));
+            optimized = g;
+            &optimized
+        };
         let compiler = compiler_for(graph, &options);
         let missing = unsupported_ops(graph, &options)?;
         if !missing.is_empty() {
@@ -175,10 +188,14 @@ impl Session {
     }
 }
 
-fn compiler_for(graph: &Graph, options: &SessionOptions) -> Compiler<'static> {
-    let registry = options
+fn registry_of(options: &SessionOptions) -> &'static CpuRegistry {
+    options
         .registry
-        .unwrap_or_else(|| onnx_runtime_ep_cpu::registry());
+        .unwrap_or_else(|| onnx_runtime_ep_cpu::registry())
+}
+
+fn compiler_for(graph: &Graph, options: &SessionOptions) -> Compiler<'static> {
+    let registry = registry_of(options);
     let opsets = graph
         .opset_imports
         .iter()

@@ -4,6 +4,7 @@
 mod basic;
 mod control;
 mod kernels;
+mod optimize;
 
 use crate::{Session, SessionOptions};
 use onnx_runtime_ep_cpu::{Tensor, Value};
@@ -14,6 +15,7 @@ use onnx_runtime_ir::{
 pub(crate) fn options() -> SessionOptions {
     SessionOptions {
         registry: Some(kernels::registry()),
+        ..Default::default()
     }
 }
 

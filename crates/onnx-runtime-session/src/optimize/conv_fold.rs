@@ -1,0 +1,187 @@
+//! Per-output-channel affine maps after a Conv with constant weights, folded into the
+//! weights and bias: inference BatchNormalization, and Mul/Add by a constant that varies
+//! at most along the channel axis.
+
+use super::rewriter::{is_op, other_input, ConstF, Rewriter};
+use onnx_runtime_ir::{NodeId, ValueId};
+
+/// A Conv whose weights (and bias, if any) are float32 constants and whose single output
+/// is read only by `next`.
+struct FoldableConv {
+    id: NodeId,
+    w: ConstF,
+    bias: Option<ConstF>,
+    /// Output channels (W's first dimension).
+    m: usize,
+}
+
+fn foldable_conv(rw: &Rewriter<'_>, x: ValueId, next: NodeId) -> Option<FoldableConv> {
+    let id = rw.producer_op(x, "Conv")?;
+    let node = rw.node(id);
+    if node.outputs.len() != 1 || rw.sole_consumer(x) != Some(next) {
+        return None;
+    }
+    let w = rw.const_f32(node.inputs.get(1).copied().flatten()?)?;
+    if w.shape.len() < 3 || w.data.is_empty() {
+        return None;
+    }
+    let m = w.shape[0];
+    let bias = match node.inputs.get(2).copied().flatten() {
+        None => None,
+        Some(b) => {
+            let b = rw.const_f32(b)?;
+            if b.data.len() != m || b.shape.len() != 1 {
+                return None;
+            }
+            Some(b)
+        }
+    };
+    Some(FoldableConv { id, w, bias, m })
+}
+
+/// Gives `conv` the weights `w[m] * scale[m]` and bias `bias[m] * scale[m] + shift[m]`,
+/// and makes it write `out` (the folded node's output), removing `folded`.
+fn apply(
+    rw: &mut Rewriter<'_>,
+    conv: FoldableConv,
+    scale: &[f64],
+    shift: &[f64],
+    folded: NodeId,
+    pass: &'static str,
+) {
+    let per = conv.w.data.len() / conv.m;
+    let w: Vec<f64> = conv
+        .w
+        .data
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v * scale[i / per])
+        .collect();
+    let b: Vec<f64> = (0..conv.m)
+        .map(|c| conv.bias.as_ref().map_or(0.0, |b| b.data[c]) * scale[c] + shift[c])
+        .collect();
+    let hint = rw.node(conv.id).name.clone();
+    let hint = if hint.is_empty() {
+        "conv".to_string()
+    } else {
+        hint
+    };
+    let wv = rw.add_f32_initializer(&format!("{hint}_W"), conv.w.shape.clone(), &w);
+    let bv = rw.add_f32_initializer(&format!("{hint}_B"), vec![conv.m], &b);
+    let out = rw.node(folded).outputs[0];
+    let node = rw.g.node_mut(conv.id);
+    node.inputs.resize(3, None);
+    node.inputs[1] = Some(wv);
+    node.inputs[2] = Some(bv);
+    node.outputs[0] = out;
+    rw.remove(folded);
+    rw.count(pass);
+}
+
+/// Conv -> BatchNormalization (inference, constant statistics) becomes one Conv.
+pub(crate) fn fold_batch_norm(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+    let node = rw.node(id);
+    if !is_op(node, "BatchNormalization") || node.inputs.len() != 5 {
+        return false;
+    }
+    // Extra outputs (running statistics in training mode, or the saved ones of old opsets)
+    // must be absent.
+    if node.outputs.len() != 1
+        && node.outputs[1..]
+            .iter()
+            .any(|&o| !rw.g.value(o).name.is_empty())
+    {
+        return false;
+    }
+    let int_attr = |k: &str, d: i64| node.attribute(k).and_then(|a| a.as_int()).unwrap_or(d);
+    if int_attr("training_mode", 0) != 0 || int_attr("spatial", 1) != 1 {
+        return false;
+    }
+    if rw.opset < 7 && int_attr("is_test", 0) == 0 {
+        return false;
+    }
+    let eps = node
+        .attribute("epsilon")
+        .and_then(|a| a.as_float())
+        .unwrap_or(1e-5) as f64;
+    let ins: Option<Vec<ValueId>> = node.inputs.iter().copied().collect();
+    let Some(ins) = ins else { return false };
+    let Some(conv) = foldable_conv(rw, ins[0], id) else {
+        return false;
+    };
+    let params: Option<Vec<ConstF>> = ins[1..].iter().map(|&v| rw.const_f32(v)).collect();
+    let Some(p) = params else { return false };
+    if p.iter().any(|c| c.shape != [conv.m]) {
+        return false;
+    }
+    let (gamma, beta, mean, var) = (&p[0].data, &p[1].data, &p[2].data, &p[3].data);
+    // y = (x - mean) / sqrt(var + eps) * gamma + beta, in the BatchNormalization kernel's
+    // f32 arithmetic order: the scale is rounded to f32 as the kernel would compute it.
+    let scale: Vec<f64> = (0..conv.m)
+        .map(|c| gamma[c] / (var[c] + eps).sqrt())
+        .collect();
+    let shift: Vec<f64> = (0..conv.m).map(|c| beta[c] - mean[c] * scale[c]).collect();
+    apply(rw, conv, &scale, &shift, id, "conv_batch_norm");
+    true
+}
+
+/// The per-channel values of a constant that broadcasts against a Conv output of rank
+/// `rank` with `m` channels without changing its shape: every dimension 1 except, at most,
+/// the channel one (which is `m`).
+fn per_channel(c: &ConstF, rank: usize, m: usize) -> Option<Vec<f64>> {
+    if c.shape.len() > rank {
+        return None;
+    }
+    let offset = rank - c.shape.len();
+    let mut channel_dim = 1;
+    for (i, &d) in c.shape.iter().enumerate() {
+        if offset + i == 1 {
+            channel_dim = d;
+        } else if d != 1 {
+            return None;
+        }
+    }
+    match channel_dim {
+        1 => Some(vec![c.data[0]; m]),
+        d if d == m => Some(c.data.clone()),
+        _ => None,
+    }
+}
+
+/// Conv -> Mul/Add by a per-channel constant becomes one Conv.
+pub(crate) fn fold_mul_add(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+    let node = rw.node(id);
+    let is_mul = is_op(node, "Mul");
+    if !(is_mul || is_op(node, "Add")) || node.outputs.len() != 1 {
+        return false;
+    }
+    for &x in node.inputs.iter().flatten() {
+        let Some(other) = other_input(node, x) else {
+            return false;
+        };
+        let Some(c) = rw.const_f32(other) else {
+            continue;
+        };
+        let Some(conv) = foldable_conv(rw, x, id) else {
+            continue;
+        };
+        let Some(v) = per_channel(&c, conv.w.shape.len(), conv.m) else {
+            continue;
+        };
+        let (scale, shift) = if is_mul {
+            (v, vec![0.0; conv.m])
+        } else {
+            (vec![1.0; conv.m], v)
+        };
+        apply(
+            rw,
+            conv,
+            &scale,
+            &shift,
+            id,
+            if is_mul { "conv_mul" } else { "conv_add" },
+        );
+        return true;
+    }
+    false
+}

@@ -1,0 +1,180 @@
+//! Graph optimizations applied when a session is built, before kernels are chosen: no-op
+//! removal, constant affine maps folded into Conv weights, and (at [`OptimizationLevel::All`])
+//! chains of element-wise ops fused into single `com.microsoft` kernels.
+//!
+//! Every rewrite fires only when it computes the same function: its constants are
+//! constants (initializers that are not graph inputs, or `Constant` nodes), the values it
+//! removes have no other reader and are neither graph outputs nor read by a subgraph, and
+//! the element types are the ones the fused kernel implements. Subgraphs of If/Loop/Scan
+//! are optimized the same way, on their own.
+
+mod activation;
+mod conv_fold;
+mod noop;
+mod rewriter;
+mod transformer;
+
+use onnx_runtime_ep_cpu::CpuRegistry;
+use onnx_runtime_ir::{Attribute, Graph, NodeId};
+use rewriter::Rewriter;
+use std::collections::BTreeMap;
+
+/// How much a session rewrites a graph before running it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OptimizationLevel {
+    /// Run the graph as written.
+    None,
+    /// Rewrites within standard ONNX ops: no-op nodes removed, BatchNormalization and
+    /// per-channel Mul/Add folded into a preceding Conv.
+    Basic,
+    /// Basic, then fusions into `com.microsoft` ops where the kernel exists (FusedConv,
+    /// Gelu, QuickGelu, LayerNormalization, ...).
+    #[default]
+    All,
+}
+
+impl std::str::FromStr for OptimizationLevel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" | "off" | "0" => Ok(OptimizationLevel::None),
+            "basic" | "1" => Ok(OptimizationLevel::Basic),
+            "all" | "extended" | "2" => Ok(OptimizationLevel::All),
+            other => Err(format!(
+                "unknown optimization level '{other}': use none, basic or all"
+            )),
+        }
+    }
+}
+
+/// What [`optimize`] did: rewrites applied by name, and the node count before and after
+/// (subgraphs included).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OptimizeReport {
+    pub applied: BTreeMap<&'static str, usize>,
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+}
+
+type Pass = fn(&mut Rewriter<'_>, NodeId) -> bool;
+
+/// Pass groups in order; each runs to a fixed point before the next starts.
+fn groups(level: OptimizationLevel) -> Vec<Vec<Pass>> {
+    let mut g: Vec<Vec<Pass>> = Vec::new();
+    if level >= OptimizationLevel::Basic {
+        g.push(vec![noop::remove_noop]);
+        g.push(vec![conv_fold::fold_batch_norm, conv_fold::fold_mul_add]);
+    }
+    if level >= OptimizationLevel::All {
+        g.push(vec![
+            activation::fuse_hard_swish,
+            activation::fuse_silu,
+            transformer::fuse_gelu,
+            transformer::fuse_fast_gelu,
+            transformer::fuse_layer_norm,
+        ]);
+        g.push(vec![activation::fuse_conv_activation]);
+    }
+    g
+}
+
+/// Optimizes `graph` in place for `registry`'s kernels (fusions whose kernel is missing are
+/// skipped).
+pub fn optimize(
+    graph: &mut Graph,
+    level: OptimizationLevel,
+    registry: &CpuRegistry,
+) -> OptimizeReport {
+    let mut report = OptimizeReport {
+        nodes_before: count_nodes(graph),
+        ..Default::default()
+    };
+    if level == OptimizationLevel::None {
+        report.nodes_after = report.nodes_before;
+        return report;
+    }
+    let opset = graph.opset("").unwrap_or(1);
+    let uses_ms = optimize_graph(graph, level, registry, opset, &mut report.applied);
+    if uses_ms && graph.opset("com.microsoft").is_none() {
+        graph.opset_imports.insert("com.microsoft".into(), 1);
+    }
+    report.nodes_after = count_nodes(graph);
+    report
+}
+
+/// Optimizes `graph` and its subgraphs; true when a `com.microsoft` node was added.
+fn optimize_graph(
+    graph: &mut Graph,
+    level: OptimizationLevel,
+    registry: &CpuRegistry,
+    opset: u64,
+    applied: &mut BTreeMap<&'static str, usize>,
+) -> bool {
+    let mut uses_ms = false;
+    for node in &mut graph.nodes {
+        for attr in node.attributes.values_mut() {
+            match attr {
+                Attribute::Graph(g) => {
+                    uses_ms |= optimize_graph(g, level, registry, opset, applied);
+                }
+                Attribute::Graphs(gs) => {
+                    for g in gs {
+                        uses_ms |= optimize_graph(g, level, registry, opset, applied);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let Some(mut rw) = Rewriter::new(graph, registry, opset) else {
+        return uses_ms;
+    };
+    for group in groups(level) {
+        // Each sweep visits every live node; a rewrite refreshes the use lists. Rewrites
+        // only ever remove nodes, so this ends; the bound is a guard.
+        for _ in 0..16 {
+            let mut changed = false;
+            for id in rw.live_nodes() {
+                if rw.is_dead(id) {
+                    continue;
+                }
+                for pass in &group {
+                    if pass(&mut rw, id) {
+                        changed = true;
+                        // Rewrites only remove nodes or move an output to a node whose old
+                        // output lost its readers, so no value gains a second producer.
+                        let consistent = rw.refresh();
+                        debug_assert!(consistent, "a rewrite produced a value twice");
+                        break;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+    let (done, ms) = rw.finish();
+    for (k, v) in done {
+        *applied.entry(k).or_default() += v;
+    }
+    uses_ms || ms
+}
+
+fn count_nodes(graph: &Graph) -> usize {
+    graph
+        .nodes
+        .iter()
+        .map(|n| {
+            1 + n
+                .attributes
+                .values()
+                .map(|a| match a {
+                    Attribute::Graph(g) => count_nodes(g),
+                    Attribute::Graphs(gs) => gs.iter().map(count_nodes).sum(),
+                    _ => 0,
+                })
+                .sum::<usize>()
+        })
+        .sum()
+}
