@@ -67,6 +67,17 @@ pub fn info(path: &Path, level: OptimizationLevel) -> Result<(), String> {
     }
     if level != OptimizationLevel::None {
         let mut optimized = g.clone();
+        if model.ir_version < 4 {
+            // As Session::from_model: initializers listed as inputs are constants here.
+            let inits = &optimized.initializers;
+            let keep: Vec<_> = optimized
+                .inputs
+                .iter()
+                .copied()
+                .filter(|v| !inits.contains_key(v))
+                .collect();
+            optimized.inputs = keep;
+        }
         let report = optimize(&mut optimized, level, onnx_runtime_ep_cpu::registry());
         println!(
             "after --optimize {level:?}: {} nodes (from {})",

@@ -51,10 +51,19 @@ impl Session {
     }
 
     /// Compiles a loaded model.
+    ///
+    /// Models of IR version 3 and earlier list every initializer among the graph inputs;
+    /// as in onnxruntime, with optimization on those initializers are constants (not
+    /// inputs a caller may feed), so the optimizer can fold them.
     pub fn from_model(
-        model: onnx_runtime_loader::Model,
+        mut model: onnx_runtime_loader::Model,
         options: SessionOptions,
     ) -> SessionResult<Session> {
+        if model.ir_version < 4 && options.optimization != OptimizationLevel::None {
+            let g = &mut model.graph;
+            let inits = &g.initializers;
+            g.inputs.retain(|v| !inits.contains_key(v));
+        }
         Self::from_graph(&model.graph, options)
     }
 

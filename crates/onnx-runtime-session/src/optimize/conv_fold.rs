@@ -185,3 +185,114 @@ pub(crate) fn fold_mul_add(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
     }
     false
 }
+
+/// Whether a Conv reads no padding: `pads` absent or all zero and `auto_pad` NOTSET or
+/// VALID. Then every output sums whole windows of its input.
+fn unpadded(node: &onnx_runtime_ir::Node) -> bool {
+    let pads_zero = node
+        .attribute("pads")
+        .map_or(Some(true), |a| {
+            a.as_ints().map(|p| p.iter().all(|&x| x == 0))
+        })
+        .unwrap_or(false);
+    let auto_pad = node
+        .attribute("auto_pad")
+        .map_or(Some("NOTSET"), |a| a.as_str());
+    pads_zero && matches!(auto_pad, Some("NOTSET") | Some("VALID") | Some(""))
+}
+
+/// `v` = u * a + b, u * a or u + b with one-element float32 constants, read only by
+/// `conv`: (u, a, b, nodes).
+fn scalar_affine(
+    rw: &Rewriter<'_>,
+    v: ValueId,
+    conv: NodeId,
+) -> Option<(ValueId, f64, f64, Vec<NodeId>)> {
+    if rw.sole_consumer(v) != Some(conv) {
+        return None;
+    }
+    let p = rw.producer(v)?;
+    let split = |id: NodeId| -> Option<(ValueId, f64)> {
+        let n = rw.node(id);
+        let [Some(x), Some(y)] = n.inputs.as_slice() else {
+            return None;
+        };
+        rw.const_scalar(*y)
+            .map(|c| (*x, c))
+            .or_else(|| rw.const_scalar(*x).map(|c| (*y, c)))
+    };
+    if is_op(rw.node(p), "Add") {
+        let (u, b) = split(p)?;
+        if let Some(m) = rw.producer_op(u, "Mul") {
+            if rw.sole_consumer(u) == Some(p) {
+                if let Some((x, a)) = split(m) {
+                    return Some((x, a, b, vec![m, p]));
+                }
+            }
+        }
+        return Some((u, 1.0, b, vec![p]));
+    }
+    if is_op(rw.node(p), "Mul") {
+        let (u, a) = split(p)?;
+        return Some((u, a, 0.0, vec![p]));
+    }
+    None
+}
+
+/// x * a + b (one-element constants) feeding a Conv without padding: the Conv reads x with
+/// weights W * a and bias B + b * (sum of each output channel's weights).
+pub(crate) fn fold_input_affine(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+    let node = rw.node(id);
+    if !is_op(node, "Conv") || node.outputs.len() != 1 || !unpadded(node) {
+        return false;
+    }
+    let Some(Some(x)) = node.inputs.first().copied() else {
+        return false;
+    };
+    let Some(w) = node
+        .inputs
+        .get(1)
+        .copied()
+        .flatten()
+        .and_then(|w| rw.const_f32(w))
+    else {
+        return false;
+    };
+    if w.shape.len() < 3 || w.data.is_empty() {
+        return false;
+    }
+    let m = w.shape[0];
+    let bias = match node.inputs.get(2).copied().flatten() {
+        None => vec![0.0; m],
+        Some(b) => match rw.const_f32(b) {
+            Some(b) if b.shape == [m] => b.data,
+            _ => return false,
+        },
+    };
+    let Some((u, a, b, nodes)) = scalar_affine(rw, x, id) else {
+        return false;
+    };
+    let per = w.data.len() / m;
+    let new_w: Vec<f64> = w.data.iter().map(|v| v * a).collect();
+    let new_b: Vec<f64> = (0..m)
+        .map(|c| bias[c] + b * w.data[c * per..(c + 1) * per].iter().sum::<f64>())
+        .collect();
+    let hint = rw.node(id).name.clone();
+    let hint = if hint.is_empty() {
+        "conv".to_string()
+    } else {
+        hint
+    };
+    let wv = rw.add_f32_initializer(&format!("{hint}_W"), w.shape.clone(), &new_w);
+    let bv = rw.add_f32_initializer(&format!("{hint}_B"), vec![m], &new_b);
+    let node = rw.g.node_mut(id);
+    node.inputs.resize(3, None);
+    node.inputs[0] = Some(u);
+    node.inputs[1] = Some(wv);
+    node.inputs[2] = Some(bv);
+    for n in nodes {
+        rw.remove(n);
+    }
+    rw.count("conv_input_affine");
+    true
+}

@@ -63,7 +63,11 @@ fn groups(level: OptimizationLevel) -> Vec<Vec<Pass>> {
     let mut g: Vec<Vec<Pass>> = Vec::new();
     if level >= OptimizationLevel::Basic {
         g.push(vec![noop::remove_noop]);
-        g.push(vec![conv_fold::fold_batch_norm, conv_fold::fold_mul_add]);
+        g.push(vec![
+            conv_fold::fold_batch_norm,
+            conv_fold::fold_mul_add,
+            conv_fold::fold_input_affine,
+        ]);
     }
     if level >= OptimizationLevel::All {
         g.push(vec![

@@ -141,3 +141,39 @@ fn mul_that_varies_along_space_or_broadcasts_up_stays() {
         ["Conv", "Mul", "Add"]
     );
 }
+
+/// x * a + b feeding a Conv with `pads`.
+fn affine_then_conv(pads: &[i64], group: i64) -> G {
+    let mut b = G::new(13);
+    b.input("x", DataType::Float32, &[1, 4, 5, 5]);
+    b.init("a", &Tensor::from_vec(vec![1], vec![0.6f32]));
+    b.init("b", &Tensor::scalar(-0.3f32));
+    f32_init(&mut b, "W", &[6, (4 / group) as usize, 3, 3], 24);
+    f32_init(&mut b, "B", &[6], 25);
+    b.node("Mul", &["a", "x"], &["p"]);
+    b.node("Add", &["p", "b"], &["q"]);
+    b.node_attrs(
+        "Conv",
+        &["q", "W", "B"],
+        &["y"],
+        vec![("pads", ints(pads)), ("group", Attribute::Int(group))],
+    );
+    b.output("y");
+    b
+}
+
+#[test]
+fn scalar_affine_before_an_unpadded_conv_folds_into_it() {
+    let x = vec![("x", rand_input(&[1, 4, 5, 5], 26))];
+    for group in [1, 2] {
+        let b = affine_then_conv(&[0, 0, 0, 0], group);
+        assert_eq!(
+            check_same(&b, Basic, &x, 1e-5, 1e-5),
+            ["Conv"],
+            "group {group}"
+        );
+    }
+    // With padding the border windows would see b where the Conv pads zeros.
+    let b = affine_then_conv(&[1, 1, 1, 1], 1);
+    assert_eq!(check_same(&b, Basic, &x, 0.0, 0.0), ["Mul", "Add", "Conv"]);
+}
