@@ -248,25 +248,50 @@ pub(crate) fn fuse_conv_activation(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
 }
 
 /// A written-out HardSwish becomes the HardSwish op (opset 14+, when the model's opset has
-/// it; earlier models keep the pattern unless a Conv absorbs it).
+/// it). Before opset 14 the four-node forms become `x * HardSigmoid(x)` with alpha 1/6 and
+/// beta 1/2: two passes instead of four, and the form FusedConv later takes whole.
 pub(crate) fn fuse_hard_swish(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
-    if rw.opset < 14 || !rw.has_kernel("", "HardSwish", rw.opset) {
-        return false;
-    }
     let Some((x, nodes)) = hard_swish_at(rw, id) else {
         return false;
     };
-    let node = rw.g.node_mut(id);
-    node.op_type = "HardSwish".into();
-    node.domain = String::new();
+    if rw.opset >= 14 && rw.has_kernel("", "HardSwish", rw.opset) {
+        let node = rw.g.node_mut(id);
+        node.op_type = "HardSwish".into();
+        node.domain = String::new();
+        node.inputs = vec![Some(x)];
+        node.attributes.clear();
+        for n in nodes {
+            if n != id {
+                rw.remove(n);
+            }
+        }
+        rw.count("hard_swish");
+        return true;
+    }
+    // nodes = [Add, Clip, middle, root] for the written-out forms; [HardSigmoid, Mul] is
+    // already the short form.
+    let [_, clip, _, root] = nodes[..] else {
+        return false;
+    };
+    if !rw.has_kernel("", "HardSigmoid", rw.opset) {
+        return false;
+    }
+    let hs = rw.node(clip).outputs[0];
+    let node = rw.g.node_mut(clip);
+    node.op_type = "HardSigmoid".into();
     node.inputs = vec![Some(x)];
     node.attributes.clear();
-    for n in nodes {
-        if n != id {
-            rw.remove(n);
-        }
+    node.attributes
+        .insert("alpha".into(), Attribute::Float(1.0 / 6.0));
+    node.attributes.insert("beta".into(), Attribute::Float(0.5));
+    let node = rw.g.node_mut(root);
+    node.op_type = "Mul".into();
+    node.inputs = vec![Some(x), Some(hs)];
+    node.attributes.clear();
+    for n in [nodes[0], nodes[2]] {
+        rw.remove(n);
     }
-    rw.count("hard_swish");
+    rw.count("hard_swish_as_hard_sigmoid");
     true
 }
 
