@@ -106,12 +106,23 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
     };
     let _ = std::panic::take_hook();
 
-    let passed: BTreeSet<String> = results
+    // Counted per case run (two directories may hold cases of the same name); a name counts
+    // as passing only if every case of that name passed.
+    let n_passed = results
         .iter()
         .filter(|(_, o)| matches!(o, Outcome::Pass))
+        .count();
+    let failed = results.len() - n_passed;
+    let failed_names: BTreeSet<&String> = results
+        .iter()
+        .filter(|(_, o)| !matches!(o, Outcome::Pass))
+        .map(|(n, _)| n)
+        .collect();
+    let passed: BTreeSet<String> = results
+        .iter()
+        .filter(|(n, _)| !failed_names.contains(n))
         .map(|(n, _)| n.clone())
         .collect();
-    let failed = results.len() - passed.len();
     let mut code = 0;
     if let Some(list) = &pass_list {
         let ran: BTreeSet<&String> = results.iter().map(|(n, _)| n).collect();
@@ -148,6 +159,6 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
         }
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    println!("{} passed, {failed} failed", passed.len());
+    println!("{n_passed} passed, {failed} failed");
     Ok(code)
 }

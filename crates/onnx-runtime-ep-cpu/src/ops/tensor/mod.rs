@@ -19,6 +19,8 @@ mod detection;
 mod gather;
 mod grid;
 mod identity;
+#[cfg(feature = "image-decoder")]
+mod image_decoder;
 mod ml;
 mod pad;
 mod random;
@@ -60,4 +62,6 @@ pub fn register(r: &mut CpuRegistry) {
     bitcast::register(r);
     tfidf::register(r);
     tensor_scatter::register(r);
+    #[cfg(feature = "image-decoder")]
+    image_decoder::register(r);
 }
