@@ -212,39 +212,89 @@ fn activation_after(rw: &Rewriter<'_>, x: ValueId) -> Option<Activation> {
     })
 }
 
-/// Conv (float32 constant weights) -> activation becomes FusedConv, when the registry has
-/// a FusedConv kernel.
+/// Conv (float32 constant weights) -> activation becomes FusedConv, and so does
+/// Conv -> Add(conv, z) [-> activation] with `z` proven to have the Conv output's shape
+/// (FusedConv's residual input Z), when the registry has a FusedConv kernel.
 pub(crate) fn fuse_conv_activation(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
     let node = rw.node(id);
     if !is_op(node, "Conv") || node.outputs.len() != 1 || !rw.has_kernel(MS, "FusedConv", 1) {
         return false;
     }
-    let Some(Some(w)) = node.inputs.get(1) else {
+    let Some(Some(w)) = node.inputs.get(1).copied() else {
         return false;
     };
-    if rw.const_f32(*w).is_none() {
+    let Some(wc) = rw.const_f32(w) else {
+        return false;
+    };
+    let x = node.outputs[0];
+    let (mut removed, mut out, mut z) = (Vec::new(), x, None);
+    if let Some((add, zv)) = residual_add(rw, x) {
+        removed.push(add);
+        out = rw.node(add).outputs[0];
+        z = Some(zv);
+    }
+    let act = activation_after(rw, out);
+    if act.is_none() && z.is_none() {
         return false;
     }
-    let x = node.outputs[0];
-    let Some(act) = activation_after(rw, x) else {
-        return false;
+    let (name, params) = match act {
+        Some(a) => {
+            removed.extend(a.nodes);
+            out = a.out;
+            (a.name, a.params)
+        }
+        None => ("Identity", vec![]),
+    };
+    // Z is the fourth input: an absent bias becomes zeros.
+    let bias = match (z, rw.node(id).inputs.get(2).copied().flatten()) {
+        (None, _) => None,
+        (Some(_), Some(b)) => Some(b),
+        (Some(_), None) => {
+            let m = wc.shape[0];
+            Some(rw.add_f32_initializer("conv_zero_bias", vec![m], &vec![0.0; m]))
+        }
     };
     let node = rw.g.node_mut(id);
     node.op_type = "FusedConv".into();
     node.domain = MS.into();
     node.attributes
-        .insert("activation".into(), Attribute::String(act.name.into()));
-    if !act.params.is_empty() {
+        .insert("activation".into(), Attribute::String(name.into()));
+    if !params.is_empty() {
         node.attributes
-            .insert("activation_params".into(), Attribute::Floats(act.params));
+            .insert("activation_params".into(), Attribute::Floats(params));
     }
-    node.outputs[0] = act.out;
-    for n in act.nodes {
+    if let Some(z) = z {
+        node.inputs.resize(3, None);
+        node.inputs[2] = bias;
+        node.inputs.push(Some(z));
+    }
+    node.outputs[0] = out;
+    for n in removed {
         rw.remove(n);
     }
     rw.uses_ms_domain = true;
-    rw.count("conv_activation");
+    rw.count(if z.is_some() {
+        "conv_add_activation"
+    } else {
+        "conv_activation"
+    });
     true
+}
+
+/// The Add (or two-input Sum) that is the only reader of `x`, with its other input `z`
+/// when both are known to have the same static shape (no broadcasting).
+fn residual_add(rw: &mut Rewriter<'_>, x: ValueId) -> Option<(NodeId, ValueId)> {
+    let add = rw.sole_consumer(x)?;
+    let an = rw.node(add);
+    if !(is_op(an, "Add") || is_op(an, "Sum")) || an.outputs.len() != 1 {
+        return None;
+    }
+    let z = other_input(an, x)?;
+    if z == x {
+        return None;
+    }
+    let sx = rw.static_shape(x)?;
+    (rw.static_shape(z)? == sx).then_some((add, z))
 }
 
 /// A written-out HardSwish becomes the HardSwish op (opset 14+, when the model's opset has

@@ -12,6 +12,7 @@ mod activation;
 mod conv_fold;
 mod noop;
 mod rewriter;
+mod shapes;
 mod transformer;
 
 use onnx_runtime_ep_cpu::CpuRegistry;

@@ -37,6 +37,9 @@ pub(crate) struct Rewriter<'g> {
     pub uses_ms_domain: bool,
     /// Rewrites applied, by pass name.
     pub applied: BTreeMap<&'static str, usize>,
+    /// Static shapes by value, worked out on first use (rewrites keep every value's
+    /// meaning, so they stay valid).
+    shapes: Option<Vec<Option<Vec<usize>>>>,
 }
 
 impl<'g> Rewriter<'g> {
@@ -78,6 +81,7 @@ impl<'g> Rewriter<'g> {
             opset,
             uses_ms_domain: false,
             applied: BTreeMap::new(),
+            shapes: None,
         };
         if !rw.refresh() {
             return None;
@@ -347,6 +351,14 @@ impl<'g> Rewriter<'g> {
                 }
             }
         }
+    }
+
+    /// The static shape of `v`, if the graph's input shapes determine it.
+    pub fn static_shape(&mut self, v: ValueId) -> Option<Vec<usize>> {
+        if self.shapes.is_none() {
+            self.shapes = Some(super::shapes::infer(self));
+        }
+        self.shapes.as_ref()?.get(v.0).cloned().flatten()
     }
 
     /// Whether the registry has a kernel for `domain:op` at `version`.

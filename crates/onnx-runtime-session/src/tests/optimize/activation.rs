@@ -254,3 +254,41 @@ fn silu_becomes_quick_gelu_with_alpha_one() {
     let ops = check_same(&b, All, &[("x", f32t(&[3, 4], &x))], 0.0, 0.0);
     assert_eq!(ops, ["Sigmoid", "Mul"]);
 }
+
+/// Conv -> BN -> Add(z) -> Relu, as ResNet blocks end; `z_dims` is z's declared shape.
+fn residual(z_dims: &[i64], sum: bool, bias: bool) -> G {
+    let mut b = G::new(9);
+    b.input("x", DataType::Float32, &[1, 3, 6, 6]);
+    b.input("z", DataType::Float32, z_dims);
+    f32_init(&mut b, "W", &[4, 3, 3, 3], 33);
+    let ins: &[&str] = if bias {
+        f32_init(&mut b, "B", &[4], 34);
+        &["x", "W", "B"]
+    } else {
+        &["x", "W"]
+    };
+    b.node_attrs("Conv", ins, &["c"], vec![("pads", ints(&[1, 1, 1, 1]))]);
+    b.node(if sum { "Sum" } else { "Add" }, &["z", "c"], &["s"]);
+    b.node("Relu", &["s"], &["y"]);
+    b.output("y");
+    b
+}
+
+#[test]
+fn residual_add_then_relu_becomes_fused_conv_with_z_when_shapes_match() {
+    let reg = fused_conv_ref::registry();
+    let z: Vec<f32> = rand_f32(144, 35);
+    let mut f = feeds();
+    f.push(("z", f32t(&[1, 4, 6, 6], &z)));
+    for (sum, bias) in [(false, true), (true, false)] {
+        let b = residual(&[1, 4, 6, 6], sum, bias);
+        let ops = check_same_with(&b, All, reg, &f, 1e-5, 1e-5);
+        assert_eq!(ops, [FUSED], "sum {sum}, bias {bias}");
+    }
+    // z broadcasts: the Add must stay, and the Conv has no activation of its own.
+    let mut f = feeds();
+    f.push(("z", f32t(&[1, 4, 1, 1], &z[..4])));
+    let b = residual(&[1, 4, 1, 1], false, true);
+    let ops = check_same_with(&b, All, reg, &f, 0.0, 0.0);
+    assert_eq!(ops, ["Conv", "Add", "Relu"]);
+}

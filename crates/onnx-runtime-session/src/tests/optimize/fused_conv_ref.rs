@@ -19,14 +19,15 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         Some(Attribute::Floats(v)) => v.iter().map(|&x| x as f64).collect(),
         _ => vec![],
     };
-    assert!(conv.inputs.len() <= 3, "the reference has no Z input");
+    let has_z = conv.inputs.len() > 3;
+    conv.inputs.truncate(3);
     let (_, factory) = onnx_runtime_ep_cpu::registry()
         .lookup("", "Conv", 11)
         .expect("a Conv kernel");
     let inner = factory(&BuildContext {
         node: &conv,
         opset: 11,
-        constant_inputs: ctx.constant_inputs,
+        constant_inputs: &ctx.constant_inputs[..ctx.constant_inputs.len().min(3)],
     })?;
     let f: Box<dyn Fn(f64) -> f64 + Send + Sync> = match act.as_str() {
         "Relu" => Box::new(|x: f64| x.max(0.0)),
@@ -36,15 +37,22 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         "Clip" => Box::new(move |x: f64| x.max(p[0]).min(p[1])),
         "HardSigmoid" => Box::new(move |x: f64| (p[0] * x + p[1]).clamp(0.0, 1.0)),
         "HardSwish" => Box::new(|x: f64| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)),
+        "Identity" | "" => Box::new(|x: f64| x),
         other => panic!("unknown activation {other}"),
     };
     Ok(kernel_fn(move |inputs| {
-        let out = inner.run(inputs)?;
+        let out = inner.run(&inputs[..inputs.len().min(3)])?;
         let t = out[0].as_tensor().expect("a tensor");
+        let z: Option<Vec<f32>> = has_z.then(|| {
+            let z = inputs[3].and_then(|v| v.as_tensor()).expect("a Z tensor");
+            assert_eq!(z.shape(), t.shape(), "Z must have the output's shape");
+            z.data::<f32>().to_vec()
+        });
         let v: Vec<f32> = t
             .data::<f32>()
             .iter()
-            .map(|&x| f(x as f64) as f32)
+            .enumerate()
+            .map(|(i, &x)| f(x as f64 + z.as_ref().map_or(0.0, |z| z[i] as f64)) as f32)
             .collect();
         Ok(vec![Value::Tensor(Tensor::from_vec(t.shape().to_vec(), v))])
     }))
