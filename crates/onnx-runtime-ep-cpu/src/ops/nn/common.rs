@@ -178,6 +178,16 @@ pub fn lane_sum<T: Real>(x: &[T], f: impl Fn(T) -> T) -> T {
 /// Minimum m*n*k before GEMM spreads over threads.
 const PARALLEL_FLOPS: usize = 1 << 17;
 
+/// How a GEMM of `m * n * k` multiply-adds should use threads: inline when small (a thread
+/// hand-off costs more than it saves).
+pub fn gemm_parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
+    if m.saturating_mul(n).saturating_mul(k) >= PARALLEL_FLOPS && rayon::current_num_threads() > 1 {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    }
+}
+
 /// `c = alpha * a @ b + beta * c` for an `m x k` matrix `a` (row stride `a_rs`, column stride
 /// `a_cs`), a `k x n` matrix `b` (`b_rs`, `b_cs`) and a row-major `m x n` block of `c` with row
 /// stride `ldc`. With `beta == 0`, `c` is not read. Strides are in elements.
@@ -200,6 +210,7 @@ pub fn gemm<T: Real>(
     if m == 0 || n == 0 {
         return;
     }
+    assert!((m - 1) * ldc + n <= c.len(), "gemm: c too short");
     if k == 0 {
         for i in 0..m {
             for v in &mut c[i * ldc..i * ldc + n] {
@@ -208,6 +219,69 @@ pub fn gemm<T: Real>(
                 } else {
                     *v * beta
                 };
+            }
+        }
+        return;
+    }
+    let par = gemm_parallelism(m, n, k);
+    // SAFETY: `c` is a unique borrow covering every element of the block (asserted above),
+    // so it is initialised, writable and does not alias `a` or `b`.
+    unsafe {
+        gemm_raw(
+            m,
+            n,
+            k,
+            a,
+            (a_rs, a_cs),
+            b,
+            (b_rs, b_cs),
+            c.as_mut_ptr(),
+            ldc,
+            alpha,
+            beta,
+            par,
+        )
+    };
+}
+
+/// [`gemm`] into a raw row-major block `c` (row stride `ldc`). With `beta == 0`, `c` is only
+/// written, so it may point at uninitialised memory. Panics if `a` or `b` are too short for
+/// their strides.
+///
+/// # Safety
+/// `c` must be valid for writes (and, when `beta != 0`, initialised reads) of every element
+/// `c[i * ldc + j]`, `i < m`, `j < n`, and no other live reference may access that block.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_raw<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[T],
+    (a_rs, a_cs): (usize, usize),
+    b: &[T],
+    (b_rs, b_cs): (usize, usize),
+    c: *mut T,
+    ldc: usize,
+    alpha: T,
+    beta: T,
+    par: gemm::Parallelism,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        for i in 0..m {
+            for j in 0..n {
+                // SAFETY: in the block the caller vouches for.
+                unsafe {
+                    let p = c.add(i * ldc + j);
+                    let v = if beta == T::zero() {
+                        T::zero()
+                    } else {
+                        p.read() * beta
+                    };
+                    p.write(v);
+                }
             }
         }
         return;
@@ -221,20 +295,14 @@ pub fn gemm<T: Real>(
         (k - 1) * b_rs + (n - 1) * b_cs < b.len(),
         "gemm: b too short"
     );
-    assert!((m - 1) * ldc + n <= c.len(), "gemm: c too short");
-    let par = if m * n * k >= PARALLEL_FLOPS && rayon::current_num_threads() > 1 {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
-    // SAFETY: the asserts above keep every access in bounds; `c` does not alias `a` or `b`
-    // (it is a unique borrow).
+    // SAFETY: the asserts keep every read of `a` and `b` in bounds; the caller vouches for
+    // `c`, which is a distinct block from the shared borrows `a` and `b`.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            c.as_mut_ptr(),
+            c,
             1,
             ldc as isize,
             beta != T::zero(),

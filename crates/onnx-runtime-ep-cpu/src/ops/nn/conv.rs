@@ -1,13 +1,17 @@
-//! Conv (1-D/2-D/3-D and beyond): im2col + GEMM per image and group, 1x1 convolutions as a
-//! direct GEMM, and a direct kernel for 2-D depthwise (one input channel per group).
+//! Conv (1-D/2-D/3-D and beyond) and com.microsoft FusedConv: tiled im2col + GEMM
+//! ([`gemm_conv`]; 1x1 stride-1 convolutions read the input in place) and a direct kernel for
+//! 2-D depthwise ([`depthwise2d`]); bias, Z and the activation are applied per output block.
 
 use super::common::{self, invalid, Real};
-use super::window::{im2col, Window, WindowAttrs};
+use super::conv_act::{Activation, Epilogue};
+use super::conv_gemm::gemm_conv;
+use super::depthwise::depthwise2d;
+use super::scratch::build_vec;
+use super::window::{Window, WindowAttrs};
 use crate::kernel::{optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::DataType;
-use rayon::prelude::*;
 
 /// Geometry of one convolution call.
 pub struct ConvGeom {
@@ -67,116 +71,36 @@ impl ConvGeom {
 
 /// The convolution over compute-type slices; `bias` has `m` values.
 pub fn conv_compute<T: Real>(g: &ConvGeom, x: &[T], w: &[T], bias: Option<&[T]>) -> Vec<T> {
-    let win = &g.win;
-    let (cg, mg) = (g.c / g.group, g.m / g.group);
-    let ks = win.kernel_size();
-    let (in_sz, out_sz) = (win.input_size(), win.output_size());
-    let mut out = vec![T::zero(); g.n * g.m * out_sz];
-    if out.is_empty() {
-        return out;
-    }
-    if cg == 1 && win.input.len() == 2 {
-        depthwise2d(g, x, w, &mut out);
-    } else {
-        let pointwise = ks == 1
-            && win.strides.iter().all(|&s| s == 1)
-            && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0);
-        let mut col = if pointwise {
-            Vec::new()
-        } else {
-            vec![T::zero(); cg * ks * out_sz]
-        };
-        for b in 0..g.n {
-            for gi in 0..g.group {
-                let xg = &x[(b * g.c + gi * cg) * in_sz..(b * g.c + (gi + 1) * cg) * in_sz];
-                let src: &[T] = if pointwise {
-                    xg
-                } else {
-                    im2col(xg, cg, win, &mut col);
-                    &col
-                };
-                let wg = &w[gi * mg * cg * ks..(gi + 1) * mg * cg * ks];
-                let o = &mut out[(b * g.m + gi * mg) * out_sz..(b * g.m + (gi + 1) * mg) * out_sz];
-                common::matmul_rm(mg, out_sz, cg * ks, wg, src, o);
-            }
-        }
-    }
-    if let Some(bias) = bias {
-        out.par_chunks_mut(out_sz)
-            .enumerate()
-            .for_each(|(i, plane)| {
-                let bv = bias[i % g.m];
-                plane.iter_mut().for_each(|v| *v += bv);
-            });
-    }
-    out
+    conv_fused(g, x, w, &Epilogue::bias_only(bias))
 }
 
-/// 2-D convolution with one input channel per group: each output plane is a sum of shifted,
-/// scaled input rows; planes run in parallel.
-fn depthwise2d<T: Real>(g: &ConvGeom, x: &[T], w: &[T], out: &mut [T]) {
-    let win = &g.win;
-    let mg = g.m / g.group;
-    let (ih, iw) = (win.input[0], win.input[1]);
-    let (oh, ow) = (win.output[0], win.output[1]);
-    let (kh, kw) = (win.kernel[0], win.kernel[1]);
-    let (sh, sw) = (win.strides[0], win.strides[1]);
-    let (dh, dw) = (win.dilations[0], win.dilations[1]);
-    let (pt, pl) = (win.pad_begin[0] as isize, win.pad_begin[1] as isize);
-    out.par_chunks_mut(oh * ow)
-        .enumerate()
-        .for_each(|(plane, o)| {
-            let (b, m) = (plane / g.m, plane % g.m);
-            let ci = m / mg;
-            let xp = &x[(b * g.c + ci) * ih * iw..(b * g.c + ci + 1) * ih * iw];
-            let wk = &w[m * kh * kw..(m + 1) * kh * kw];
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    let wv = wk[ky * kw + kx];
-                    // Output columns whose input column lies inside the row.
-                    let off = kx as isize * dw as isize - pl;
-                    let lo = if off >= 0 {
-                        0
-                    } else {
-                        ((-off) as usize).div_ceil(sw)
-                    };
-                    let hi_num = iw as isize - 1 - off;
-                    if hi_num < 0 {
-                        continue;
-                    }
-                    let hi = (hi_num as usize / sw + 1).min(ow);
-                    if lo >= hi {
-                        continue;
-                    }
-                    for oy in 0..oh {
-                        let iy = (oy * sh + ky * dh) as isize - pt;
-                        if iy < 0 || iy >= ih as isize {
-                            continue;
-                        }
-                        let row = &xp[iy as usize * iw..(iy as usize + 1) * iw];
-                        let orow = &mut o[oy * ow..(oy + 1) * ow];
-                        if sw == 1 {
-                            let start = (lo as isize + off) as usize;
-                            for (ov, &xv) in
-                                orow[lo..hi].iter_mut().zip(&row[start..start + hi - lo])
-                            {
-                                *ov += wv * xv;
-                            }
-                        } else {
-                            for (ox, ov) in orow.iter_mut().enumerate().take(hi).skip(lo) {
-                                *ov += wv * row[(ox as isize * sw as isize + off) as usize];
-                            }
-                        }
-                    }
-                }
+/// The convolution finished by `ep` (bias, Z, activation) over compute-type slices.
+pub fn conv_fused<T: Real>(g: &ConvGeom, x: &[T], w: &[T], ep: &Epilogue<T>) -> Vec<T> {
+    let len = g.n * g.m * g.win.output_size();
+    let depthwise = g.c == g.group && g.win.input.len() == 2;
+    // SAFETY: both kernels write every element of the output they are given.
+    unsafe {
+        build_vec(len, |out| {
+            if depthwise {
+                depthwise2d(g, x, w, ep, out)
+            } else {
+                gemm_conv(g, x, w, ep, out)
             }
-        });
+        })
+    }
 }
 
+/// Conv, and com.microsoft FusedConv: Conv's attributes plus `activation` (Relu, Tanh,
+/// Sigmoid, LeakyRelu, Clip, HardSigmoid; this runtime also accepts HardSwish, which takes
+/// no parameters), `activation_params` (LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha,
+/// beta) and an optional fourth input Z of the output's shape, added before the activation:
+/// `Y = activation(conv(X, W) + B + Z)`.
 struct ConvKernel {
     node: String,
+    op: &'static str,
     wa: WindowAttrs,
     group: usize,
+    act: Activation,
     /// The weights in f32 when they are a constant f16/bf16 tensor (converted once).
     packed_w: Option<Tensor>,
 }
@@ -187,9 +111,10 @@ impl CpuKernel for ConvKernel {
         let x = tensor_input(node, inputs, 0)?;
         let w = tensor_input(node, inputs, 1)?;
         let bias = optional_tensor_input(node, inputs, 2)?;
+        let z = optional_tensor_input(node, inputs, 3)?;
         let dtype = x.dtype();
-        common::require_float(node, "Conv", dtype)?;
-        for t in std::iter::once(w).chain(bias) {
+        common::require_float(node, self.op, dtype)?;
+        for t in std::iter::once(w).chain(bias).chain(z) {
             if t.dtype() != dtype {
                 return Err(invalid(
                     node,
@@ -206,8 +131,25 @@ impl CpuKernel for ConvKernel {
                 ));
             }
         }
+        if let Some(z) = z {
+            if z.shape() != g.out_shape().as_slice() {
+                return Err(invalid(
+                    node,
+                    format!(
+                        "Z has shape {:?}; it must have the output's shape {:?}",
+                        z.shape(),
+                        g.out_shape()
+                    ),
+                ));
+            }
+        }
         let out = if dtype == DataType::Float64 {
-            let y = conv_compute::<f64>(&g, x.data(), w.data(), bias.map(|b| b.data()));
+            let ep = Epilogue {
+                bias: bias.map(|b| b.data()),
+                z: z.map(|z| z.data()),
+                act: self.act,
+            };
+            let y = conv_fused::<f64>(&g, x.data(), w.data(), &ep);
             Tensor::from_vec(g.out_shape(), y)
         } else {
             let ux = common::upcast(x);
@@ -216,14 +158,24 @@ impl CpuKernel for ConvKernel {
                 None => common::upcast(w),
             };
             let ub = bias.map(common::upcast);
-            let y = conv_compute::<f32>(&g, ux.data(), uw.data(), ub.as_ref().map(|b| b.data()));
+            let uz = z.map(common::upcast);
+            let ep = Epilogue {
+                bias: ub.as_ref().map(|b| b.data()),
+                z: uz.as_ref().map(|z| z.data()),
+                act: self.act,
+            };
+            let y = conv_fused::<f32>(&g, ux.data(), uw.data(), &ep);
             common::tensor_from_f32(dtype, g.out_shape(), y)
         };
         Ok(vec![Value::Tensor(out)])
     }
 }
 
-fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+fn make(
+    ctx: &BuildContext<'_>,
+    op: &'static str,
+    fused: bool,
+) -> Result<Box<dyn CpuKernel>, EpError> {
     let n = ctx.node;
     let group = attrs::int(n, "group", 1)?;
     if group < 1 {
@@ -241,108 +193,33 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     };
     Ok(Box::new(ConvKernel {
         node: n.describe(),
+        op,
         wa: WindowAttrs::parse(n)?,
         group: group as usize,
+        act: if fused {
+            Activation::parse(n)?
+        } else {
+            Activation::None
+        },
         packed_w,
     }))
+}
+
+fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+    make(ctx, "Conv", false)
+}
+
+fn build_fused(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+    make(ctx, "FusedConv", true)
 }
 
 pub fn register(r: &mut CpuRegistry) {
     for since in [1, 11, 22] {
         r.register("", "Conv", since, build);
     }
+    r.register("com.microsoft", "FusedConv", 1, build_fused);
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::common::testutil::*;
-    use super::*;
-    use onnx_runtime_ir::Attribute;
-
-    /// Direct float64 2-D convolution.
-    #[allow(clippy::too_many_arguments)]
-    fn reference(
-        x: &[f64],
-        w: &[f64],
-        b: &[f64],
-        (n, c, h, wd): (usize, usize, usize, usize),
-        (m, kh, kw): (usize, usize, usize),
-        group: usize,
-        s: usize,
-        p: usize,
-        d: usize,
-    ) -> (Vec<f64>, usize, usize) {
-        let oh = (h + 2 * p - ((kh - 1) * d + 1)) / s + 1;
-        let ow = (wd + 2 * p - ((kw - 1) * d + 1)) / s + 1;
-        let (cg, mg) = (c / group, m / group);
-        let mut out = vec![0.0; n * m * oh * ow];
-        for bn in 0..n {
-            for mm in 0..m {
-                let gi = mm / mg;
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        let mut acc = b[mm];
-                        for cc in 0..cg {
-                            for ky in 0..kh {
-                                for kx in 0..kw {
-                                    let iy = (oy * s + ky * d) as isize - p as isize;
-                                    let ix = (ox * s + kx * d) as isize - p as isize;
-                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
-                                        continue;
-                                    }
-                                    let ci = gi * cg + cc;
-                                    acc += x[((bn * c + ci) * h + iy as usize) * wd + ix as usize]
-                                        * w[((mm * cg + cc) * kh + ky) * kw + kx];
-                                }
-                            }
-                        }
-                        out[((bn * m + mm) * oh + oy) * ow + ox] = acc;
-                    }
-                }
-            }
-        }
-        (out, oh, ow)
-    }
-
-    fn check(group: usize, c: usize, m: usize, k: usize, s: usize, p: usize, d: usize) {
-        let (n, h, wd) = (2, 7, 6);
-        let x = rand(n * c * h * wd, 11, -1.0, 1.0);
-        let w = rand(m * (c / group) * k * k, 12, -1.0, 1.0);
-        let b = rand(m, 13, -1.0, 1.0);
-        let node = node(
-            "Conv",
-            3,
-            1,
-            vec![
-                ("group", Attribute::Int(group as i64)),
-                ("strides", Attribute::Ints(vec![s as i64; 2])),
-                ("pads", Attribute::Ints(vec![p as i64; 4])),
-                ("dilations", Attribute::Ints(vec![d as i64; 2])),
-            ],
-        );
-        let out = run(
-            build,
-            &node,
-            11,
-            &[
-                Some(Tensor::from_vec(vec![n, c, h, wd], f32s(&x))),
-                Some(Tensor::from_vec(vec![m, c / group, k, k], f32s(&w))),
-                Some(Tensor::from_vec(vec![m], f32s(&b))),
-            ],
-        )
-        .unwrap();
-        let (want, oh, ow) = reference(&x, &w, &b, (n, c, h, wd), (m, k, k), group, s, p, d);
-        assert_eq!(out[0].shape(), &[n, m, oh, ow]);
-        assert_close(out[0].data::<f32>(), &want, 1e-5);
-    }
-
-    #[test]
-    fn general_grouped_pointwise_depthwise() {
-        check(1, 3, 4, 3, 1, 1, 1);
-        check(1, 3, 4, 3, 2, 2, 2);
-        check(2, 4, 6, 3, 2, 1, 1);
-        check(1, 5, 3, 1, 1, 0, 1);
-        check(4, 4, 4, 3, 1, 1, 1);
-        check(4, 4, 8, 3, 2, 1, 2);
-    }
-}
+#[path = "conv_tests.rs"]
+mod tests;

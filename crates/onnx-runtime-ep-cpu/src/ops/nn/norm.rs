@@ -3,6 +3,7 @@
 //! LRN and MeanVarianceNormalization.
 
 use super::common::{self, c, invalid, Real};
+use super::scratch::{par_build, worth_parallel, ChunkDone};
 use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
@@ -113,24 +114,7 @@ fn batch_norm<T: Real>(
         .map(|k| scale[k] / (var[k] + c(eps)).sqrt())
         .collect();
     let cc: Vec<T> = (0..cnt).map(|k| bias[k] - mean[k] * a[k]).collect();
-    let mut y = vec![T::zero(); x.len()];
-    y.par_chunks_mut(inner.max(1))
-        .enumerate()
-        .for_each(|(row, yr)| {
-            let ci = row % ch;
-            let xr = &x[row * inner..(row + 1) * inner];
-            if per == 1 {
-                let (av, cv) = (a[ci], cc[ci]);
-                for (o, &xv) in yr.iter_mut().zip(xr) {
-                    *o = xv * av + cv;
-                }
-            } else {
-                let (ar, cr) = (&a[ci * per..(ci + 1) * per], &cc[ci * per..(ci + 1) * per]);
-                for (j, (o, &xv)) in yr.iter_mut().zip(xr).enumerate() {
-                    *o = xv * ar[j] + cr[j];
-                }
-            }
-        });
+    let y = affine_rows(x, inner, ch, per, &a, &cc);
     let mut out = vec![(shape.to_vec(), y)];
     let pshape = inputs[2].shape().to_vec();
     if training {
@@ -162,6 +146,44 @@ fn batch_norm<T: Real>(
     }
     out.truncate(n_out.max(1));
     Ok(out)
+}
+
+/// `y = x * a + c` per channel (per == 1) or per channel and position (per == inner) over
+/// rows of `inner` elements, channel `row % ch`; the output is never zero-filled and rows run
+/// in parallel in chunks when the tensor is big.
+fn affine_rows<T: Real>(x: &[T], inner: usize, ch: usize, per: usize, a: &[T], c: &[T]) -> Vec<T> {
+    let inner = inner.max(1);
+    let rows = x.len() / inner;
+    let parallel = worth_parallel(x.len());
+    let rows_per_task = if parallel {
+        (1usize << 15)
+            .div_ceil(inner)
+            .max(rows / (4 * rayon::current_num_threads()))
+            .max(1)
+    } else {
+        rows.max(1)
+    };
+    par_build(x.len(), rows_per_task * inner, parallel, |t, chunk| {
+        for (j, yr) in chunk.chunks_mut(inner).enumerate() {
+            let row = t * rows_per_task + j;
+            let ci = row % ch;
+            let xr = &x[row * inner..row * inner + yr.len()];
+            if per == 1 {
+                let (av, cv) = (a[ci], c[ci]);
+                for (o, &xv) in yr.iter_mut().zip(xr) {
+                    o.write(xv * av + cv);
+                }
+            } else {
+                let (ar, cr) = (&a[ci * per..(ci + 1) * per], &c[ci * per..(ci + 1) * per]);
+                for (((o, &xv), &av), &cv) in yr.iter_mut().zip(xr).zip(ar).zip(cr) {
+                    o.write(xv * av + cv);
+                }
+            }
+        }
+        // SAFETY: each row of the chunk was written in full (x, a and c rows are as long as
+        // the output row: per == inner when per != 1).
+        unsafe { ChunkDone::new() }
+    })
 }
 
 fn build_batch_norm(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {

@@ -3,6 +3,7 @@
 //! parallel.
 
 use super::common::{self, invalid, unsupported, Real};
+use super::pool2d::{self, avg2d, global_avg, global_max, max2d};
 use super::window::{Window, WindowAttrs};
 use crate::kernel::{tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
@@ -221,8 +222,8 @@ impl CpuKernel for PoolKernel {
         let planes = x.shape()[0] * x.shape()[1];
         let mut shape = x.shape()[..2].to_vec();
         shape.extend(&w.output);
-        if w.input.len() == 2 && !(self.kind == Kind::Max && self.n_outputs > 1) {
-            if let Some(y) = self.fast2d(x, planes, &w, shape.clone())? {
+        if !(self.kind == Kind::Max && self.n_outputs > 1) {
+            if let Some(y) = self.fast(x, planes, &w, shape.clone())? {
                 return Ok(vec![Value::Tensor(y)]);
             }
         }
@@ -267,96 +268,10 @@ impl CpuKernel for PoolKernel {
     }
 }
 
-/// 1-D tap ranges of a 2-D window: per output index, the valid input coords and the
-/// count including padding.
-fn taps1d(w: &Window, d: usize) -> Vec<(Vec<usize>, usize)> {
-    (0..w.output[d])
-        .map(|o| {
-            let start = (o * w.strides[d]) as isize - w.pad_begin[d] as isize;
-            let mut valid = vec![];
-            let mut padded = 0;
-            for k in 0..w.kernel[d] {
-                let i = start + (k * w.dilations[d]) as isize;
-                if i >= 0 && i < w.input[d] as isize {
-                    valid.push(i as usize);
-                }
-                if i < (w.input[d] + w.pad_end[d]) as isize {
-                    padded += 1;
-                }
-            }
-            (valid, padded)
-        })
-        .collect()
-}
-
-fn max2d<T: Copy + PartialOrd + Send + Sync + Default>(
-    x: &[T],
-    planes: usize,
-    w: &Window,
-) -> Vec<T> {
-    let (ih, iw) = (w.input[0], w.input[1]);
-    let (oh, ow) = (w.output[0], w.output[1]);
-    let (ty, tx) = (taps1d(w, 0), taps1d(w, 1));
-    let mut y = vec![T::default(); planes * oh * ow];
-    y.par_chunks_mut((oh * ow).max(1))
-        .enumerate()
-        .for_each(|(p, yp)| {
-            let xp = &x[p * ih * iw..(p + 1) * ih * iw];
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    let mut best: Option<T> = None;
-                    for &iy in &ty[oy].0 {
-                        let row = &xp[iy * iw..(iy + 1) * iw];
-                        for &ix in &tx[ox].0 {
-                            let v = row[ix];
-                            // Replace when larger (NaN keeps the earlier value).
-                            best = match best {
-                                Some(b) if v > b => Some(v),
-                                Some(b) => Some(b),
-                                None => Some(v),
-                            };
-                        }
-                    }
-                    yp[oy * ow + ox] = best.unwrap_or_default();
-                }
-            }
-        });
-    y
-}
-
-fn avg2d<T: Real>(x: &[T], planes: usize, w: &Window, include_pad: bool) -> Vec<T> {
-    let (ih, iw) = (w.input[0], w.input[1]);
-    let (oh, ow) = (w.output[0], w.output[1]);
-    let (ty, tx) = (taps1d(w, 0), taps1d(w, 1));
-    let mut y = vec![T::zero(); planes * oh * ow];
-    y.par_chunks_mut((oh * ow).max(1))
-        .enumerate()
-        .for_each(|(p, yp)| {
-            let xp = &x[p * ih * iw..(p + 1) * ih * iw];
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    let mut s = T::zero();
-                    for &iy in &ty[oy].0 {
-                        let row = &xp[iy * iw..(iy + 1) * iw];
-                        for &ix in &tx[ox].0 {
-                            s += row[ix];
-                        }
-                    }
-                    let n = if include_pad {
-                        ty[oy].1 * tx[ox].1
-                    } else {
-                        ty[oy].0.len() * tx[ox].0.len()
-                    };
-                    yp[oy * ow + ox] = s / common::c::<T>(n as f64);
-                }
-            }
-        });
-    y
-}
-
 impl PoolKernel {
-    /// 2-D max and average pools without the window table; `None` for other kinds.
-    fn fast2d(
+    /// Global pools and 2-D max and average pools without the window table; `None` where
+    /// they do not apply.
+    fn fast(
         &self,
         x: &Tensor,
         planes: usize,
@@ -364,20 +279,62 @@ impl PoolKernel {
         shape: Vec<usize>,
     ) -> Result<Option<Tensor>, EpError> {
         let dtype = x.dtype();
+        let inner = w.input_size();
+        if self.global {
+            return Ok(Some(match self.kind {
+                Kind::Max => {
+                    macro_rules! gmax {
+                        ($t:ty) => {
+                            Tensor::from_vec(shape, global_max::<$t>(x.data(), planes, inner))
+                        };
+                    }
+                    match dtype {
+                        DataType::Float32 => gmax!(f32),
+                        DataType::Float64 => gmax!(f64),
+                        DataType::Float16 => gmax!(half::f16),
+                        DataType::BFloat16 => gmax!(half::bf16),
+                        DataType::Int8 => gmax!(i8),
+                        DataType::Uint8 => gmax!(u8),
+                        _ => return Ok(None),
+                    }
+                }
+                Kind::Avg { .. } => match dtype {
+                    DataType::Float64 => {
+                        Tensor::from_vec(shape, global_avg::<f64>(x.data(), planes, inner))
+                    }
+                    DataType::Float32 | DataType::Float16 | DataType::BFloat16 => {
+                        let ux = common::upcast(x);
+                        common::tensor_from_f32(
+                            dtype,
+                            shape,
+                            global_avg::<f32>(ux.data(), planes, inner),
+                        )
+                    }
+                    _ => return Ok(None),
+                },
+                Kind::Lp { .. } => return Ok(None),
+            }));
+        }
+        if !pool2d::fits(w) {
+            return Ok(None);
+        }
         Ok(Some(match self.kind {
-            Kind::Max => match dtype {
-                DataType::Float32 => Tensor::from_vec(shape, max2d::<f32>(x.data(), planes, w)),
-                DataType::Float64 => Tensor::from_vec(shape, max2d::<f64>(x.data(), planes, w)),
-                DataType::Float16 => {
-                    Tensor::from_vec(shape, max2d::<half::f16>(x.data(), planes, w))
+            Kind::Max => {
+                macro_rules! max {
+                    ($t:ty) => {
+                        Tensor::from_vec(shape, max2d::<$t>(x.data(), planes, w))
+                    };
                 }
-                DataType::BFloat16 => {
-                    Tensor::from_vec(shape, max2d::<half::bf16>(x.data(), planes, w))
+                match dtype {
+                    DataType::Float32 => max!(f32),
+                    DataType::Float64 => max!(f64),
+                    DataType::Float16 => max!(half::f16),
+                    DataType::BFloat16 => max!(half::bf16),
+                    DataType::Int8 => max!(i8),
+                    DataType::Uint8 => max!(u8),
+                    _ => return Ok(None),
                 }
-                DataType::Int8 => Tensor::from_vec(shape, max2d::<i8>(x.data(), planes, w)),
-                DataType::Uint8 => Tensor::from_vec(shape, max2d::<u8>(x.data(), planes, w)),
-                _ => return Ok(None),
-            },
+            }
             Kind::Avg { include_pad } => match dtype {
                 DataType::Float64 => {
                     Tensor::from_vec(shape, avg2d::<f64>(x.data(), planes, w, include_pad))

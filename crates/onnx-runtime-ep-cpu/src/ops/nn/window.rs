@@ -194,79 +194,134 @@ impl Window {
 
 /// Unfolds one image `x` of `channels` planes (spatial extent `w.input`) into `col`, a
 /// `[channels * kernel_size, output_size]` row-major matrix (zeros where the window hangs
-/// over the padding). Rows are filled in parallel.
-pub fn im2col<T: Copy + Default + Send + Sync>(
+/// over the padding).
+pub fn im2col<T: Copy + Default>(x: &[T], channels: usize, w: &Window, col: &mut [T]) {
+    im2col_tile(x, channels, w, 0, w.output_size(), col);
+}
+
+/// Columns `n0..n0 + ncols` of [`im2col`]'s matrix (output positions in row-major order)
+/// into `col`, a `[channels * kernel_size, ncols]` row-major matrix. Every element of `col`
+/// is written.
+pub fn im2col_tile<T: Copy + Default>(
     x: &[T],
     channels: usize,
     w: &Window,
+    n0: usize,
+    ncols: usize,
     col: &mut [T],
 ) {
-    use rayon::prelude::*;
     let ks = w.kernel_size();
-    let out_size = w.output_size();
     let in_size = w.input_size();
     let r = w.input.len();
-    if out_size == 0 {
+    if ncols == 0 || ks == 0 {
         return;
     }
-    debug_assert_eq!(col.len(), channels * ks * out_size);
+    assert!(
+        r <= 8 && n0 + ncols <= w.output_size(),
+        "im2col_tile: bad tile"
+    );
+    assert_eq!(col.len(), channels * ks * ncols, "im2col_tile: col size");
     let last = r - 1;
     let (ow, iw) = (w.output[last], w.input[last]);
-    let outer: usize = w.output[..last].iter().product();
-    col.par_chunks_mut(out_size)
-        .enumerate()
-        .for_each(|(row, dst)| {
-            let c = row / ks;
-            let mut kr = row % ks;
-            let mut kidx = [0usize; 8];
-            for d in (0..r).rev() {
-                kidx[d] = kr % w.kernel[d];
-                kr /= w.kernel[d];
+    let sw = w.strides[last] as isize;
+    let end = n0 + ncols;
+    for (row, dst) in col.chunks_exact_mut(ncols).enumerate() {
+        let c = row / ks;
+        let mut kr = row % ks;
+        let mut kidx = [0usize; 8];
+        for d in (0..r).rev() {
+            kidx[d] = kr % w.kernel[d];
+            kr /= w.kernel[d];
+        }
+        let xc = &x[c * in_size..(c + 1) * in_size];
+        let kx_off = (kidx[last] * w.dilations[last]) as isize - w.pad_begin[last] as isize;
+        let (mut o, mut pos) = (n0, 0);
+        while o < end {
+            let (mut outer, ox0) = (o / ow, o % ow);
+            let len = (ow - ox0).min(end - o);
+            // Input offset of the outer dims' row, or None if it falls in the padding.
+            let mut base = Some(0usize);
+            let mut stride_acc = iw;
+            for d in (0..last).rev() {
+                let od = outer % w.output[d];
+                outer /= w.output[d];
+                let i = (od * w.strides[d] + kidx[d] * w.dilations[d]) as isize
+                    - w.pad_begin[d] as isize;
+                if i < 0 || i >= w.input[d] as isize {
+                    base = None;
+                    break;
+                }
+                base = base.map(|b| b + i as usize * stride_acc);
+                stride_acc *= w.input[d];
             }
-            let xc = &x[c * in_size..(c + 1) * in_size];
-            let kx_off = (kidx[last] * w.dilations[last]) as isize - w.pad_begin[last] as isize;
-            let sw = w.strides[last] as isize;
-            let mut oidx = [0usize; 8];
-            for o in 0..outer {
-                // Input offset of the outer dims, or None if they fall in the padding.
-                let mut base = Some(0usize);
-                let mut rem = o;
-                for d in (0..last).rev() {
-                    oidx[d] = rem % w.output[d];
-                    rem /= w.output[d];
-                }
-                let mut stride_acc = iw;
-                for d in (0..last).rev() {
-                    let i = (oidx[d] * w.strides[d] + kidx[d] * w.dilations[d]) as isize
-                        - w.pad_begin[d] as isize;
-                    if i < 0 || i >= w.input[d] as isize {
-                        base = None;
-                        break;
-                    }
-                    base = base.map(|b| b + i as usize * stride_acc);
-                    stride_acc *= w.input[d];
-                }
-                let out_row = &mut dst[o * ow..(o + 1) * ow];
-                match base {
-                    None => out_row.fill(T::default()),
-                    Some(b) => {
-                        let line = &xc[b..b + iw];
-                        if sw == 1 && kx_off >= 0 && kx_off as usize + ow <= iw {
-                            out_row.copy_from_slice(&line[kx_off as usize..kx_off as usize + ow]);
+            let seg = &mut dst[pos..pos + len];
+            match base {
+                None => seg.fill(T::default()),
+                Some(b) => {
+                    let line = &xc[b..b + iw];
+                    let first = ox0 as isize * sw + kx_off;
+                    if sw == 1 && first >= 0 && first as usize + len <= iw {
+                        seg.copy_from_slice(&line[first as usize..first as usize + len]);
+                    } else {
+                        // Positions j whose input column first + j * sw lies in the row.
+                        let lo = if first >= 0 {
+                            0
                         } else {
-                            for (ox, v) in out_row.iter_mut().enumerate() {
-                                let ix = ox as isize * sw + kx_off;
-                                *v = if ix >= 0 && ix < iw as isize {
-                                    line[ix as usize]
-                                } else {
-                                    T::default()
-                                };
-                            }
+                            ((-first) as usize).div_ceil(sw as usize)
+                        };
+                        let last_in = iw as isize - 1 - first;
+                        let hi = if last_in < 0 {
+                            0
+                        } else {
+                            (last_in as usize / sw as usize + 1).min(len)
+                        };
+                        let lo = lo.min(hi);
+                        seg[..lo].fill(T::default());
+                        seg[hi..].fill(T::default());
+                        let start = first + lo as isize * sw;
+                        for (j, v) in seg[lo..hi].iter_mut().enumerate() {
+                            *v = line[(start + j as isize * sw) as usize];
                         }
                     }
                 }
             }
-        });
+            o += len;
+            pos += len;
+        }
+    }
+}
+
+/// Lays out one input row for a stride-`sw` window: the row padded with `pad_begin` values
+/// of `pad` on the left (and `pad` past its end), split into `sw` phases of `plen` elements,
+/// phase `p` holding padded columns `p, p + sw, p + 2 sw, ...`. Then padded column
+/// `o * sw + t` is `dst[(t % sw) * plen + o + t / sw]`, a contiguous run in `o`.
+pub fn row_phases<T: Copy>(
+    row: &[T],
+    pad_begin: usize,
+    sw: usize,
+    plen: usize,
+    pad: T,
+    dst: &mut [T],
+) {
+    debug_assert_eq!(dst.len(), sw * plen);
+    if sw == 1 {
+        let lead = pad_begin.min(plen);
+        dst[..lead].fill(pad);
+        let n = row.len().min(plen - lead);
+        dst[lead..lead + n].copy_from_slice(&row[..n]);
+        dst[lead + n..].fill(pad);
+        return;
+    }
+    for (p, phase) in dst.chunks_exact_mut(plen).enumerate() {
+        for (j, v) in phase.iter_mut().enumerate() {
+            let col = p + j * sw;
+            *v = if col >= pad_begin && col - pad_begin < row.len() {
+                row[col - pad_begin]
+            } else {
+                pad
+            };
+        }
+    }
 }
 
 /// The inverse scatter of [`im2col`]: adds each `col` entry into the image position its

@@ -1,0 +1,219 @@
+//! The epilogue a convolution applies to each block of output rows while it is in cache:
+//! per-channel bias, an optional residual `Z` (com.microsoft FusedConv) and an activation.
+
+use super::common::{c, Real};
+use crate::attrs;
+use onnx_runtime_ep_api::EpError;
+use onnx_runtime_ir::Node;
+
+/// An activation fused into a convolution (com.microsoft FusedConv's `activation`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    None,
+    Relu,
+    Tanh,
+    Sigmoid,
+    LeakyRelu {
+        alpha: f64,
+    },
+    Clip {
+        min: f64,
+        max: f64,
+    },
+    HardSigmoid {
+        alpha: f64,
+        beta: f64,
+    },
+    /// `x * max(0, min(1, x / 6 + 1/2))` (ONNX HardSwish).
+    HardSwish,
+}
+
+impl Activation {
+    /// Reads FusedConv's `activation` and `activation_params` attributes.
+    pub fn parse(node: &Node) -> Result<Activation, EpError> {
+        let name = attrs::string(node, "activation", "")?;
+        let params: Vec<f64> = attrs::opt_floats(node, "activation_params")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v as f64)
+            .collect();
+        let want = |n: usize| -> Result<(), EpError> {
+            if params.len() == n {
+                Ok(())
+            } else {
+                Err(EpError::invalid_attribute(
+                    node,
+                    "activation_params",
+                    format!(
+                        "activation '{name}' takes {n} parameter(s), got {}",
+                        params.len()
+                    ),
+                ))
+            }
+        };
+        Ok(match name.as_str() {
+            "" | "Identity" => Activation::None,
+            "Relu" => Activation::Relu,
+            "Tanh" => Activation::Tanh,
+            "Sigmoid" => Activation::Sigmoid,
+            "HardSwish" => Activation::HardSwish,
+            "LeakyRelu" => {
+                want(1)?;
+                Activation::LeakyRelu { alpha: params[0] }
+            }
+            "Clip" => {
+                want(2)?;
+                Activation::Clip {
+                    min: params[0],
+                    max: params[1],
+                }
+            }
+            "HardSigmoid" => {
+                want(2)?;
+                Activation::HardSigmoid {
+                    alpha: params[0],
+                    beta: params[1],
+                }
+            }
+            other => {
+                return Err(EpError::invalid_attribute(
+                    node,
+                    "activation",
+                    format!(
+                        "'{other}' is not one of Relu, Tanh, Sigmoid, LeakyRelu, Clip, \
+                         HardSigmoid or HardSwish"
+                    ),
+                ))
+            }
+        })
+    }
+
+    /// Applies the activation to every element of `row`.
+    #[inline]
+    pub fn apply<T: Real>(self, row: &mut [T]) {
+        let zero = T::zero();
+        match self {
+            Activation::None => {}
+            Activation::Relu => row.iter_mut().for_each(|v| {
+                if *v < zero {
+                    *v = zero
+                }
+            }),
+            Activation::Tanh => row.iter_mut().for_each(|v| *v = v.tanh()),
+            Activation::Sigmoid => row.iter_mut().for_each(|v| *v = sigmoid(*v)),
+            Activation::LeakyRelu { alpha } => {
+                let a: T = c(alpha);
+                row.iter_mut().for_each(|v| {
+                    if *v < zero {
+                        *v *= a
+                    }
+                })
+            }
+            Activation::Clip { min, max } => {
+                let (lo, hi): (T, T) = (c(min), c(max));
+                row.iter_mut().for_each(|v| {
+                    let x = if *v < lo { lo } else { *v };
+                    *v = if x > hi { hi } else { x };
+                })
+            }
+            Activation::HardSigmoid { alpha, beta } => {
+                let (a, b): (T, T) = (c(alpha), c(beta));
+                row.iter_mut().for_each(|v| *v = clamp01(*v * a + b))
+            }
+            Activation::HardSwish => {
+                let (a, b): (T, T) = (c(1.0 / 6.0), c(0.5));
+                row.iter_mut().for_each(|v| *v = *v * clamp01(*v * a + b))
+            }
+        }
+    }
+}
+
+#[inline]
+fn clamp01<T: Real>(x: T) -> T {
+    let x = if x < T::zero() { T::zero() } else { x };
+    if x > T::one() {
+        T::one()
+    } else {
+        x
+    }
+}
+
+#[inline]
+fn sigmoid<T: Real>(x: T) -> T {
+    // Split by sign so exp never overflows.
+    if x >= T::zero() {
+        T::one() / (T::one() + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (T::one() + e)
+    }
+}
+
+/// What a convolution adds and applies to its output rows.
+#[derive(Clone, Copy)]
+pub struct Epilogue<'a, T> {
+    /// One value per output channel.
+    pub bias: Option<&'a [T]>,
+    /// A tensor of the output's shape added before the activation.
+    pub z: Option<&'a [T]>,
+    pub act: Activation,
+}
+
+impl<'a, T: Real> Epilogue<'a, T> {
+    pub fn bias_only(bias: Option<&'a [T]>) -> Self {
+        Epilogue {
+            bias,
+            z: None,
+            act: Activation::None,
+        }
+    }
+
+    /// The value an output row of `channel` starts from before the products are added.
+    #[inline]
+    pub fn init(&self, channel: usize) -> T {
+        self.bias.map_or(T::zero(), |b| b[channel])
+    }
+
+    /// Finishes `row`, which starts at flat output offset `offset` in `channel` and already
+    /// holds the bias (see [`Epilogue::init`]): adds Z and applies the activation.
+    #[inline]
+    pub fn finish_row(&self, row: &mut [T], offset: usize) {
+        if let Some(z) = self.z {
+            let n = row.len();
+            for (v, &zv) in row.iter_mut().zip(&z[offset..offset + n]) {
+                *v += zv;
+            }
+        }
+        self.act.apply(row);
+    }
+
+    /// Finishes a GEMM result `row` (no bias yet): adds the bias, Z and the activation.
+    #[inline]
+    pub fn finish_gemm_row(&self, row: &mut [T], channel: usize, offset: usize) {
+        match (self.bias, self.z) {
+            (Some(b), Some(z)) => {
+                let bv = b[channel];
+                let n = row.len();
+                for (v, &zv) in row.iter_mut().zip(&z[offset..offset + n]) {
+                    *v += bv + zv;
+                }
+            }
+            (Some(b), None) => {
+                let bv = b[channel];
+                row.iter_mut().for_each(|v| *v += bv);
+            }
+            (None, Some(z)) => {
+                let n = row.len();
+                for (v, &zv) in row.iter_mut().zip(&z[offset..offset + n]) {
+                    *v += zv;
+                }
+            }
+            (None, None) => {}
+        }
+        self.act.apply(row);
+    }
+
+    pub fn is_noop(&self) -> bool {
+        self.bias.is_none() && self.z.is_none() && self.act == Activation::None
+    }
+}

@@ -1,0 +1,145 @@
+//! Buffers for the hot `nn` kernels: per-thread reusable scratch (no allocation or zero-fill
+//! per call), outputs written in place without a zero-fill, and a pointer that parallel tasks
+//! share to write disjoint blocks of one output.
+
+use bytemuck::Pod;
+use std::cell::Cell;
+use std::mem::MaybeUninit;
+
+thread_local! {
+    static SCRATCH: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` on a per-thread scratch slice of `len` elements. The contents are whatever an
+/// earlier call left there (zeros the first time): `f` must write what it reads. Nested or
+/// re-entrant calls get a fresh buffer rather than sharing one.
+pub fn with_scratch<T: Pod, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    let mut buf = SCRATCH.with(Cell::take);
+    let words = (len * std::mem::size_of::<T>()).div_ceil(8);
+    if buf.len() < words {
+        buf.resize(words, 0.0);
+    }
+    let r = f(&mut bytemuck::cast_slice_mut::<f64, T>(&mut buf[..words])[..len]);
+    SCRATCH.with(|s| {
+        let other = s.take();
+        s.set(if other.len() > buf.len() { other } else { buf });
+    });
+    r
+}
+
+/// Writes `v` into every element of `row` and returns it as initialised.
+#[inline]
+pub fn fill<T: Copy>(row: &mut [MaybeUninit<T>], v: T) -> &mut [T] {
+    for e in row.iter_mut() {
+        e.write(v);
+    }
+    // SAFETY: every element was just written; `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &mut *(row as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
+/// A vector of `len` elements built by `f`, which gets the uninitialised storage.
+///
+/// # Safety
+/// `f` must write every element of the slice it is given.
+pub unsafe fn build_vec<T>(len: usize, f: impl FnOnce(&mut [MaybeUninit<T>])) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    f(&mut v.spare_capacity_mut()[..len]);
+    // SAFETY: the caller's `f` initialised all `len` elements.
+    unsafe { v.set_len(len) };
+    v
+}
+
+/// A vector of `len` elements where `f(chunk_index, chunk)` writes each `chunk`-sized piece
+/// (the last may be shorter); pieces run in parallel when `parallel` is set.
+pub fn par_build<T: Send>(
+    len: usize,
+    chunk: usize,
+    parallel: bool,
+    f: impl Fn(usize, &mut [MaybeUninit<T>]) -> ChunkDone + Sync + Send,
+) -> Vec<T> {
+    use rayon::prelude::*;
+    let chunk = chunk.max(1);
+    // SAFETY: the chunks cover all `len` elements, and each chunk's closure returns a
+    // `ChunkDone`, whose constructor's contract is that the chunk was written in full.
+    unsafe {
+        build_vec(len, |out| {
+            if parallel {
+                out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| {
+                    f(i, c);
+                });
+            } else {
+                out.chunks_mut(chunk).enumerate().for_each(|(i, c)| {
+                    f(i, c);
+                });
+            }
+        })
+    }
+}
+
+/// Proof token a [`par_build`] chunk closure returns: made by [`ChunkDone::new`], whose
+/// contract is that the chunk it was handed has been written in full.
+pub struct ChunkDone(());
+
+impl ChunkDone {
+    /// # Safety
+    /// Every element of the chunk the closure was handed must have been written.
+    #[inline]
+    pub unsafe fn new() -> Self {
+        ChunkDone(())
+    }
+}
+
+/// Whether a job of `work` element-operations is worth spreading over rayon's threads.
+#[inline]
+pub fn worth_parallel(work: usize) -> bool {
+    work >= 1 << 16 && rayon::current_num_threads() > 1
+}
+
+/// A raw output pointer that parallel tasks share; each writes only its own disjoint block.
+#[derive(Clone, Copy)]
+pub struct SharedMut<T>(pub *mut T);
+
+// SAFETY: users only write disjoint element ranges from different threads (documented at
+// each use), and `T: Send` values may move between threads.
+unsafe impl<T: Send> Send for SharedMut<T> {}
+// SAFETY: as above; the pointer itself is only copied.
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+impl<T> SharedMut<T> {
+    #[inline]
+    pub fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_is_reused_and_reentrant() {
+        let outer = with_scratch::<f32, _>(10, |a| {
+            a.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32);
+            let inner = with_scratch::<f64, _>(5, |b| {
+                b.fill(2.0);
+                b.iter().sum::<f64>()
+            });
+            a.iter().sum::<f32>() + inner as f32
+        });
+        assert_eq!(outer, 45.0 + 10.0);
+    }
+
+    #[test]
+    fn par_build_writes_every_chunk() {
+        for parallel in [false, true] {
+            let v = par_build::<u32>(103, 10, parallel, |i, c| {
+                for (j, e) in c.iter_mut().enumerate() {
+                    e.write((i * 10 + j) as u32);
+                }
+                // SAFETY: the loop wrote every element of `c`.
+                unsafe { ChunkDone::new() }
+            });
+            assert_eq!(v, (0..103).collect::<Vec<u32>>());
+        }
+    }
+}
