@@ -1,6 +1,7 @@
 //! Gemm: `alpha * op(A) @ op(B) + beta * C`, C broadcast to [M, N] (optional from opset 11).
 
 use super::common::{self, invalid, unsupported, Real};
+use super::scratch::build_vec;
 use crate::kernel::{kernel_fn, optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::shape::{broadcast_strides, for_each_offset};
 use crate::{attrs, CpuRegistry, Tensor, Value};
@@ -53,25 +54,50 @@ fn gemm_float<T: Real>(
     let (m, k, n) = dims(node, at, a_shape, b_shape)?;
     let (a_rs, a_cs) = if at.trans_a { (1, m) } else { (k, 1) };
     let (b_rs, b_cs) = if at.trans_b { (1, k) } else { (n, 1) };
-    let (mut out, beta) = match c {
-        Some((cv, cs)) if at.beta != 0.0 => (broadcast_c(node, cv, cs, m, n)?, at.beta),
-        _ => (vec![T::zero(); m * n], 0.0),
+    let par = common::gemm_parallelism(m, n, k);
+    let out = match c {
+        Some((cv, cs)) if at.beta != 0.0 => {
+            let mut out = broadcast_c(node, cv, cs, m, n)?;
+            common::gemm(
+                m,
+                n,
+                k,
+                a,
+                a_rs,
+                a_cs,
+                b,
+                b_rs,
+                b_cs,
+                &mut out,
+                n,
+                T::from_f64c(at.alpha),
+                T::from_f64c(at.beta),
+            );
+            out
+        }
+        _ => {
+            // SAFETY: with beta = 0 the GEMM writes every element of the m x n block (row
+            // stride n) without reading it, and `out` is the only access to the storage.
+            unsafe {
+                build_vec(m * n, |out| {
+                    common::gemm_raw(
+                        m,
+                        n,
+                        k,
+                        a,
+                        (a_rs, a_cs),
+                        b,
+                        (b_rs, b_cs),
+                        out.as_mut_ptr() as *mut T,
+                        n,
+                        T::from_f64c(at.alpha),
+                        T::zero(),
+                        par,
+                    )
+                })
+            }
+        }
     };
-    common::gemm(
-        m,
-        n,
-        k,
-        a,
-        a_rs,
-        a_cs,
-        b,
-        b_rs,
-        b_cs,
-        &mut out,
-        n,
-        T::from_f64c(at.alpha),
-        T::from_f64c(beta),
-    );
     Ok((out, m, n))
 }
 
