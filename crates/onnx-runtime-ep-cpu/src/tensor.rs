@@ -405,6 +405,9 @@ pub enum Value {
         keys: Tensor,
         values: Tensor,
     },
+    /// A sequence of maps (ai.onnx.ml ZipMap's output): per map, keys (1-D int64 or string)
+    /// and values (1-D) of equal length.
+    MapSequence(Vec<(Tensor, Tensor)>),
 }
 
 impl Value {
@@ -414,6 +417,15 @@ impl Value {
             Value::Sequence { .. } => "sequence",
             Value::Optional(_) => "optional",
             Value::Map { .. } => "map",
+            Value::MapSequence(_) => "sequence of maps",
+        }
+    }
+
+    /// The (keys, values) of each map of a sequence of maps.
+    pub fn as_map_sequence(&self) -> Option<&[(Tensor, Tensor)]> {
+        match self {
+            Value::MapSequence(maps) => Some(maps),
+            _ => None,
         }
     }
 

@@ -26,6 +26,15 @@ pub fn value_from_data(v: &DataValue, ty: Option<&ValueType>) -> Result<Value, S
                 Some(ValueType::Sequence(inner)) => Some(inner.as_ref()),
                 _ => None,
             };
+            if !items.is_empty() && items.iter().all(|i| matches!(i, DataValue::Map { .. })) {
+                let mut maps = Vec::with_capacity(items.len());
+                for item in items {
+                    if let Value::Map { keys, values } = value_from_data(item, elem_ty)? {
+                        maps.push((keys, values));
+                    }
+                }
+                return Ok(Value::MapSequence(maps));
+            }
             let mut tensors = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 match value_from_data(item, elem_ty)? {
@@ -109,6 +118,14 @@ pub fn value_to_data(v: &Value, name: &str) -> DataValue {
             keys: keys.to_tensor_data(""),
             values: Box::new(DataValue::Tensor(values.to_tensor_data(""))),
         },
+        Value::MapSequence(maps) => DataValue::Sequence(
+            maps.iter()
+                .map(|(keys, values)| DataValue::Map {
+                    keys: keys.to_tensor_data(""),
+                    values: Box::new(DataValue::Tensor(values.to_tensor_data(""))),
+                })
+                .collect(),
+        ),
     }
 }
 

@@ -265,6 +265,7 @@ pub fn describe_value(v: &Value) -> String {
             values.dtype(),
             keys.numel()
         ),
+        Value::MapSequence(maps) => format!("sequence of {} maps", maps.len()),
     }
 }
 
@@ -312,6 +313,10 @@ fn type_matches(ty: &ValueType, value: &Value) -> bool {
         // An optional input may be fed its element directly.
         (ValueType::Optional(inner), v) => type_matches(inner, v),
         (ValueType::Map { key, .. }, Value::Map { keys, .. }) => *key == keys.dtype(),
+        (ValueType::Sequence(inner), Value::MapSequence(maps)) => match inner.as_ref() {
+            ValueType::Map { key, .. } => maps.iter().all(|(k, _)| k.dtype() == *key),
+            _ => false,
+        },
         _ => false,
     }
 }

@@ -57,6 +57,16 @@ pub fn compare(got: &Value, want: &Value, tol: Tolerance) -> Result<(), String> 
             compare_tensors(gk, wk, tol).map_err(|e| format!("map keys: {e}"))?;
             compare_tensors(gv, wv, tol).map_err(|e| format!("map values: {e}"))
         }
+        (Value::MapSequence(g), Value::MapSequence(w)) => {
+            if g.len() != w.len() {
+                return Err(format!("{} maps, expected {}", g.len(), w.len()));
+            }
+            for (i, ((gk, gv), (wk, wv))) in g.iter().zip(w).enumerate() {
+                compare_tensors(gk, wk, tol).map_err(|e| format!("map {i} keys: {e}"))?;
+                compare_tensors(gv, wv, tol).map_err(|e| format!("map {i} values: {e}"))?;
+            }
+            Ok(())
+        }
         (g, w) => Err(format!("got a {}, expected a {}", describe(g), describe(w))),
     }
 }

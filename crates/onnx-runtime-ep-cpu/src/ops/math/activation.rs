@@ -170,12 +170,28 @@ fn build_relu(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     }))
 }
 
+/// Before opset 7 a 1-D slope of X's channel count (axis 1) holds one slope per channel;
+/// the result is that slope shaped [C, 1, .., 1] for numpy broadcasting. Opset 7 and later
+/// broadcast the slope as given (numpy, unidirectional).
+fn legacy_channel_slope(opset: u64, x: &Tensor, slope: &Tensor) -> Option<Tensor> {
+    let c = *x.shape().get(1)?;
+    if opset >= 7 || slope.rank() != 1 || slope.shape()[0] != c || c == 1 {
+        return None;
+    }
+    let mut shape = vec![c];
+    shape.resize(x.rank() - 1, 1);
+    Some(slope.reshaped(shape))
+}
+
 fn build_prelu(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let info = NodeInfo::new(ctx.node);
+    let opset = ctx.opset;
     Ok(kernel_fn(move |inputs| {
         let x = info.input(inputs, 0)?;
         let slope = info.input(inputs, 1)?;
         info.same_dtype(x, slope)?;
+        let legacy = legacy_channel_slope(opset, x, slope);
+        let slope = legacy.as_ref().unwrap_or(slope);
         let out = dispatch_numeric!(x.dtype(), T => binary::<T>(&info.desc, x, slope, |v, s| {
             if v < T::num_zero() { v.mul(s) } else { v }
         })?, d => return Err(info.bad_dtype(d, "PRelu takes numeric types")));

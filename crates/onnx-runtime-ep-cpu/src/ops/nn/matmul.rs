@@ -1,8 +1,8 @@
-//! MatMul (numpy semantics: 1-D promotion, broadcast batch dims), MatMulInteger and
+//! MatMul (numpy semantics: 1-D promotion, broadcast batch dims) and
 //! com.microsoft FusedMatMul. Float products run on the SIMD GEMM; f16/bf16 in f32.
 
 use super::common::{self, invalid, unsupported, Real};
-use crate::kernel::{kernel_fn, optional_tensor_input, tensor_input, BuildContext, CpuKernel};
+use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::shape::broadcast_shapes;
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
@@ -273,116 +273,10 @@ fn build_fused_matmul(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpEr
     }))
 }
 
-/// A zero point as i32 values: a scalar, or one per row (A) / column (B).
-fn zero_points(
-    node: &str,
-    zp: Option<&Tensor>,
-    dtype: DataType,
-    what: &str,
-) -> Result<Vec<i32>, EpError> {
-    let Some(zp) = zp else { return Ok(vec![0]) };
-    if zp.dtype() != dtype {
-        return Err(invalid(
-            node,
-            format!(
-                "{what} zero point is {} but the input is {dtype}",
-                zp.dtype()
-            ),
-        ));
-    }
-    Ok(common::ints_of(node, zp, what)?
-        .into_iter()
-        .map(|v| v as i32)
-        .collect())
-}
-
-/// Widens 8-bit integers to f64 minus a zero point that varies per `group` elements along the
-/// row (A: per row of K, `per_row = true`) or per column (B).
-pub fn widen_u8_i8(t: &Tensor) -> Option<Vec<i32>> {
-    match t.dtype() {
-        DataType::Uint8 => Some(t.data::<u8>().iter().map(|&v| v as i32).collect()),
-        DataType::Int8 => Some(t.data::<i8>().iter().map(|&v| v as i32).collect()),
-        _ => None,
-    }
-}
-
-/// MatMulInteger: (A - a_zp) @ (B - b_zp) in int32. Exact via f64 GEMM (|products| < 2^53).
-fn build_matmul_integer(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
-    let node = ctx.node.describe();
-    Ok(kernel_fn(move |inputs| {
-        let a = tensor_input(&node, inputs, 0)?;
-        let b = tensor_input(&node, inputs, 1)?;
-        let azp = zero_points(
-            &node,
-            optional_tensor_input(&node, inputs, 2)?,
-            a.dtype(),
-            "A",
-        )?;
-        let bzp = zero_points(
-            &node,
-            optional_tensor_input(&node, inputs, 3)?,
-            b.dtype(),
-            "B",
-        )?;
-        let out = integer_matmul(&node, "MatMulInteger", a, b, &azp, &bzp)?;
-        Ok(vec![Value::Tensor(out)])
-    }))
-}
-
-/// (A - azp) @ (B - bzp) as int32 for uint8/int8 operands. `azp` is a scalar or one per row
-/// of A (M values); `bzp` a scalar or one per column of B (N values).
-pub fn integer_matmul(
-    node: &str,
-    op: &str,
-    a: &Tensor,
-    b: &Tensor,
-    azp: &[i32],
-    bzp: &[i32],
-) -> Result<Tensor, EpError> {
-    let p = plan(node, a.shape(), b.shape(), false, false)?;
-    let av = widen_u8_i8(a).ok_or_else(|| unsupported(node, op, a.dtype(), "uint8 or int8"))?;
-    let bv = widen_u8_i8(b).ok_or_else(|| unsupported(node, op, b.dtype(), "uint8 or int8"))?;
-    let (m, k, n) = (p.m, p.k, p.n);
-    if azp.len() != 1 && azp.len() != m {
-        return Err(invalid(
-            node,
-            format!("A zero point has {} values; want 1 or M={m}", azp.len()),
-        ));
-    }
-    if bzp.len() != 1 && bzp.len() != n {
-        return Err(invalid(
-            node,
-            format!("B zero point has {} values; want 1 or N={n}", bzp.len()),
-        ));
-    }
-    let af: Vec<f64> = av
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            (v - azp[if azp.len() == 1 {
-                0
-            } else {
-                (i / k.max(1)) % m
-            }]) as f64
-        })
-        .collect();
-    let bf: Vec<f64> = bv
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| (v - bzp[if bzp.len() == 1 { 0 } else { i % n }]) as f64)
-        .collect();
-    let out = matmul_float::<f64>(&p, &af, &bf, false, false, 1.0);
-    Ok(Tensor::from_vec(
-        p.out_shape,
-        out.into_iter().map(|v| v as i32).collect(),
-    ))
-}
-
 pub fn register(r: &mut CpuRegistry) {
     for since in [1, 9, 13] {
         r.register("", "MatMul", since, build_matmul);
     }
-    r.register("", "MatMulInteger", 10, build_matmul_integer);
     r.register("com.microsoft", "FusedMatMul", 1, build_fused_matmul);
 }
 
@@ -450,30 +344,5 @@ mod tests {
         assert_eq!(out[0].data::<i64>(), &[17, 39]);
         let bad = Tensor::from_vec(vec![3, 1], vec![1i64, 2, 3]);
         assert!(run(build_matmul, &node, 13, &[Some(a), Some(bad)]).is_err());
-    }
-
-    #[test]
-    fn matmul_integer_zero_points() {
-        let node = node("MatMulInteger", 4, 1, vec![]);
-        let a = Tensor::from_vec(vec![2, 3], vec![11u8, 7, 3, 10, 6, 2]);
-        let b = Tensor::from_vec(vec![3, 2], vec![1u8, 4, 2, 5, 3, 6]);
-        let out = run(
-            build_matmul_integer,
-            &node,
-            10,
-            &[
-                Some(a),
-                Some(b),
-                Some(Tensor::scalar(12u8)),
-                Some(Tensor::scalar(0u8)),
-            ],
-        )
-        .unwrap();
-        // (a - 12) @ b computed by hand-free float64 reference:
-        let af = [-1.0, -5.0, -9.0, -2.0, -6.0, -10.0];
-        let bf = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
-        let want = reference(&af, &bf, 2, 3, 2);
-        let got: Vec<f64> = out[0].data::<i32>().iter().map(|&v| v as f64).collect();
-        assert_eq!(got, want);
     }
 }

@@ -285,6 +285,17 @@ fn build_dequantize(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErro
     }))
 }
 
+/// DynamicQuantizeLinear's uint8 scale and zero point for `x` (f32 math, like onnxruntime):
+/// the range is widened to include 0; scale = (max - min) / 255, or 1 when the range is empty
+/// (all zeros); zero point = round_half_even(clamp(-min / scale, 0, 255)).
+pub fn dynamic_u8_params(x: &[f32]) -> (f32, f32) {
+    let lo = x.iter().copied().fold(0.0f32, f32::min);
+    let hi = x.iter().copied().fold(0.0f32, f32::max);
+    let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
+    let zp = (0.0 - lo / scale).clamp(0.0, 255.0).round_ties_even();
+    (scale, zp)
+}
+
 fn build_dynamic_quantize(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
     Ok(kernel_fn(move |inputs| {
@@ -298,23 +309,10 @@ fn build_dynamic_quantize(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, 
             ));
         }
         let xv = x.data::<f32>();
-        let lo = xv.iter().copied().fold(0.0f32, f32::min);
-        let hi = xv.iter().copied().fold(0.0f32, f32::max);
-        let scale = (hi - lo) / 255.0;
-        let zp = if scale == 0.0 {
-            0.0
-        } else {
-            (0.0 - lo / scale).round_ties_even().clamp(0.0, 255.0)
-        };
+        let (scale, zp) = dynamic_u8_params(xv);
         let q: Vec<u8> = xv
             .iter()
-            .map(|&v| {
-                if scale == 0.0 {
-                    zp as u8
-                } else {
-                    ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8
-                }
-            })
+            .map(|&v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8)
             .collect();
         Ok(vec![
             Value::Tensor(Tensor::from_vec(x.shape().to_vec(), q)),

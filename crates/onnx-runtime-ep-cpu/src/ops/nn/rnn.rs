@@ -9,7 +9,7 @@ use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::{DataType, Node};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Kind {
+pub(super) enum Kind {
     Rnn,
     Gru,
     Lstm,
@@ -40,7 +40,7 @@ impl Kind {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Act {
+pub(super) enum Act {
     Relu,
     Tanh,
     Sigmoid,
@@ -55,7 +55,7 @@ enum Act {
 }
 
 impl Act {
-    fn apply<T: Real>(self, x: T) -> T {
+    pub(super) fn apply<T: Real>(self, x: T) -> T {
         let one = T::one();
         match self {
             Act::Relu => x.max(T::zero()),
@@ -91,7 +91,7 @@ impl Act {
     }
 }
 
-fn parse_acts(node: &Node, kind: Kind, dirs: usize) -> Result<Vec<Act>, EpError> {
+pub(super) fn parse_acts(node: &Node, kind: Kind, dirs: usize) -> Result<Vec<Act>, EpError> {
     let names = attrs::opt_strings(node, "activations")?;
     let alphas = attrs::opt_floats(node, "activation_alpha")?.unwrap_or_default();
     let betas = attrs::opt_floats(node, "activation_beta")?.unwrap_or_default();

@@ -165,96 +165,9 @@ fn build_regressor(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
     }))
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum SvmKernel {
-    Linear,
-    Poly,
-    Rbf,
-    Sigmoid,
-}
-
-/// SVMRegressor: Σ coef_j · K(x, sv_j) + rho (or a linear model without support vectors);
-/// `one_class` maps the sign to ±1.
-fn build_svm_regressor(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
-    let node = ctx.node.describe();
-    let coef = f64s(ctx.node, "coefficients")?;
-    let params = f64s(ctx.node, "kernel_params")?;
-    let (gamma, coef0, degree) = match params[..] {
-        [g, c, d, ..] => (g, c, d as i32),
-        _ => (0.0, 0.0, 0),
-    };
-    let n_sv = attrs::int(ctx.node, "n_supports", 0)?.max(0) as usize;
-    let kernel = match (
-        n_sv,
-        attrs::string(ctx.node, "kernel_type", "LINEAR")?.as_str(),
-    ) {
-        (0, _) | (_, "LINEAR") => SvmKernel::Linear,
-        (_, "POLY") => SvmKernel::Poly,
-        (_, "RBF") => SvmKernel::Rbf,
-        (_, "SIGMOID") => SvmKernel::Sigmoid,
-        (_, k) => {
-            return Err(EpError::invalid_attribute(
-                ctx.node,
-                "kernel_type",
-                format!("'{k}' is not LINEAR, POLY, RBF or SIGMOID"),
-            ))
-        }
-    };
-    let one_class = attrs::int(ctx.node, "one_class", 0)? != 0;
-    let rho = f64s(ctx.node, "rho")?.first().copied().unwrap_or(0.0);
-    let sv = f64s(ctx.node, "support_vectors")?;
-    let post = PostTransform::from_node(ctx.node)?;
-    Ok(kernel_fn(move |inputs| {
-        let x = tensor_input(&node, inputs, 0)?;
-        let v = features(&node, x)?;
-        let c = if x.rank() <= 1 {
-            x.numel()
-        } else {
-            *x.shape().last().expect("rank")
-        };
-        let n = v.len().checked_div(c).unwrap_or(0);
-        let want = if n_sv > 0 { n_sv * c } else { c };
-        if (n_sv > 0 && (sv.len() != want || coef.len() != n_sv)) || (n_sv == 0 && coef.len() != c)
-        {
-            return Err(invalid(
-                &node,
-                format!("support vectors/coefficients do not fit {c} features"),
-            ));
-        }
-        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
-        let k = |a: &[f64], b: &[f64]| match kernel {
-            SvmKernel::Linear => dot(a, b),
-            SvmKernel::Poly => (dot(a, b) * gamma + coef0).powi(degree),
-            SvmKernel::Sigmoid => (dot(a, b) * gamma + coef0).tanh(),
-            SvmKernel::Rbf => {
-                (-gamma * a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum::<f64>()).exp()
-            }
-        };
-        let mut out = Vec::with_capacity(n);
-        for r in 0..n {
-            let row = &v[r * c..(r + 1) * c];
-            let mut s = if n_sv > 0 {
-                (0..n_sv)
-                    .map(|j| coef[j] * k(row, &sv[j * c..(j + 1) * c]))
-                    .sum::<f64>()
-            } else {
-                dot(row, &coef)
-            } + rho;
-            if one_class {
-                s = if s > 0.0 { 1.0 } else { -1.0 };
-            }
-            let mut one_row = [s];
-            post.apply(&mut one_row);
-            out.push(one_row[0]);
-        }
-        one(from_f64s(DataType::Float32, vec![n, 1], &out).expect("float"))
-    }))
-}
-
 pub fn register(r: &mut CpuRegistry) {
     r.register("ai.onnx.ml", "LinearClassifier", 1, build_classifier);
     r.register("ai.onnx.ml", "LinearRegressor", 1, build_regressor);
-    r.register("ai.onnx.ml", "SVMRegressor", 1, build_svm_regressor);
 }
 
 #[cfg(test)]
@@ -291,35 +204,5 @@ mod tests {
         .with_domain("ai.onnx.ml");
         let o = run(&n, 1, &[t(&[1, 2], vec![3f64, 4.])]).unwrap();
         assert_eq!(out::<f32>(&o, 0), (vec![1, 1], vec![11.0]));
-    }
-
-    #[test]
-    fn svm_regressor_rbf() {
-        // 0.5·exp(-0.1·|x - sv0|²) - 1.5·exp(-0.1·|x - sv1|²) + 0.25, checked in float64.
-        let n = node(
-            "SVMRegressor",
-            1,
-            1,
-            vec![
-                ("coefficients", Attribute::Floats(vec![0.5, -1.5])),
-                ("kernel_params", Attribute::Floats(vec![0.1, 0.0, 3.0])),
-                ("kernel_type", Attribute::String("RBF".into())),
-                ("n_supports", Attribute::Int(2)),
-                ("rho", Attribute::Floats(vec![0.25])),
-                (
-                    "support_vectors",
-                    Attribute::Floats(vec![1.0, 0.0, 0.0, 2.0]),
-                ),
-            ],
-        )
-        .with_domain("ai.onnx.ml");
-        let x = rand_f32(4, 5);
-        let o = run(&n, 1, &[t(&[2, 2], x.clone())]).unwrap();
-        let g = |a: f64, b: f64| (-0.1 * (a * a + b * b)).exp();
-        for r in 0..2 {
-            let (a, b) = (x[2 * r] as f64, x[2 * r + 1] as f64);
-            let want = 0.5 * g(a - 1.0, b) - 1.5 * g(a, b - 2.0) + 0.25;
-            assert!((out::<f32>(&o, 0).1[r] as f64 - want).abs() < 1e-6);
-        }
     }
 }

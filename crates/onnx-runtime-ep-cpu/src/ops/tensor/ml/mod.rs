@@ -1,4 +1,5 @@
-//! The `ai.onnx.ml` operators: preprocessing, encoders, linear models and tree ensembles.
+//! The `ai.onnx.ml` operators: preprocessing, encoders, linear models, support vector machines,
+//! tree ensembles and ZipMap.
 
 use super::common::invalid;
 use crate::{CpuRegistry, Tensor};
@@ -7,7 +8,9 @@ use onnx_runtime_ep_api::EpError;
 mod label_encoder;
 mod linear;
 mod simple;
+mod svm;
 mod tree;
+mod zipmap;
 
 /// Numeric input elements as f64 (float, double and integer inputs).
 pub(crate) fn features(node: &str, x: &Tensor) -> Result<Vec<f64>, EpError> {
@@ -134,5 +137,7 @@ pub fn register(r: &mut CpuRegistry) {
     simple::register(r);
     label_encoder::register(r);
     linear::register(r);
+    svm::register(r);
     tree::register(r);
+    zipmap::register(r);
 }
