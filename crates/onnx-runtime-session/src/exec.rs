@@ -15,6 +15,21 @@ pub(crate) fn run_graph<'a>(
     graph: &'a CompiledGraph,
     inputs: Vec<Option<Cow<'a, Value>>>,
     captures: &[&'a Value],
+    profile: Option<&mut Profile>,
+) -> SessionResult<Vec<Value>> {
+    // Kernels that split work over rayon would each hand it from this thread to the pool and
+    // sleep until a worker woke up and finished it. Running the whole graph on a pool worker
+    // instead makes that one hand-off per run: inside the pool, work nobody steals runs inline.
+    if rayon::current_thread_index().is_none() {
+        return rayon::scope(|_| run_steps(graph, inputs, captures, profile));
+    }
+    run_steps(graph, inputs, captures, profile)
+}
+
+fn run_steps<'a>(
+    graph: &'a CompiledGraph,
+    inputs: Vec<Option<Cow<'a, Value>>>,
+    captures: &[&'a Value],
     mut profile: Option<&mut Profile>,
 ) -> SessionResult<Vec<Value>> {
     let mut slots: Vec<Option<Cow<'a, Value>>> = (0..graph.num_slots).map(|_| None).collect();
@@ -31,13 +46,24 @@ pub(crate) fn run_graph<'a>(
     for step in &graph.steps {
         let started = profile.as_ref().map(|_| Instant::now());
         let results = {
-            let inputs: Vec<Option<&Value>> = step
-                .inputs
-                .iter()
-                .map(|s| s.and_then(|s| slots[s].as_deref()))
-                .collect();
+            // Most nodes have a few inputs: gather them on the stack.
+            let mut small: [Option<&Value>; 8] = [None; 8];
+            let large: Vec<Option<&Value>>;
+            let inputs: &[Option<&Value>] = if step.inputs.len() <= small.len() {
+                for (d, s) in small.iter_mut().zip(&step.inputs) {
+                    *d = s.and_then(|s| slots[s].as_deref());
+                }
+                &small[..step.inputs.len()]
+            } else {
+                large = step
+                    .inputs
+                    .iter()
+                    .map(|s| s.and_then(|s| slots[s].as_deref()))
+                    .collect();
+                &large
+            };
             match &step.kind {
-                StepKind::Cpu(kernel) => kernel.run(&inputs)?,
+                StepKind::Cpu(kernel) => kernel.run(inputs)?,
                 StepKind::Control(op) => {
                     let implicit = step
                         .implicit
@@ -51,7 +77,7 @@ pub(crate) fn run_graph<'a>(
                             })
                         })
                         .collect::<SessionResult<Vec<&Value>>>()?;
-                    op.run(&step.name, &inputs, &implicit)?
+                    op.run(&step.name, inputs, &implicit)?
                 }
             }
         };

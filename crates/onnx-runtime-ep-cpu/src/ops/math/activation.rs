@@ -6,6 +6,7 @@ use super::common::{register_versions, NodeInfo};
 use super::elementwise::{binary, unary};
 use super::num::{FloatElem, Num, Real};
 use super::unary::{float_kernel, float_map, FloatOp};
+use super::vecmath;
 use crate::attrs;
 use crate::kernel::{kernel_fn, BuildContext, CpuKernel};
 use crate::{dispatch_float, dispatch_int, dispatch_numeric, CpuRegistry, Tensor, Value};
@@ -46,11 +47,19 @@ impl FloatOp for Sigmoid {
     fn f<R: Real>(&self, x: R) -> R {
         sigmoid(x)
     }
+    #[inline(always)]
+    fn f32(&self, x: f32) -> f32 {
+        vecmath::sigmoid(x)
+    }
 }
 struct Tanh;
 impl FloatOp for Tanh {
     fn f<R: Real>(&self, x: R) -> R {
         x.tanh()
+    }
+    #[inline(always)]
+    fn f32(&self, x: f32) -> f32 {
+        vecmath::tanh(x)
     }
 }
 struct Softplus;
@@ -83,11 +92,20 @@ impl FloatOp for GeluErf {
     fn f<R: Real>(&self, x: R) -> R {
         gelu_erf(x)
     }
+    #[inline(always)]
+    fn f32(&self, x: f32) -> f32 {
+        0.5 * x * (1.0 + vecmath::erf(x * std::f32::consts::FRAC_1_SQRT_2))
+    }
 }
 struct GeluTanh;
 impl FloatOp for GeluTanh {
     fn f<R: Real>(&self, x: R) -> R {
         gelu_tanh(x)
+    }
+    #[inline(always)]
+    fn f32(&self, x: f32) -> f32 {
+        let k = (2.0 / std::f64::consts::PI).sqrt() as f32;
+        0.5 * x * (1.0 + vecmath::tanh(k * (x + 0.044715 * x * x * x)))
     }
 }
 struct LeakyRelu(f64);
@@ -151,6 +169,10 @@ struct Swish(f64);
 impl FloatOp for Swish {
     fn f<R: Real>(&self, x: R) -> R {
         x * sigmoid(R::cst(self.0) * x)
+    }
+    #[inline(always)]
+    fn f32(&self, x: f32) -> f32 {
+        x * vecmath::sigmoid(self.0 as f32 * x)
     }
 }
 
@@ -290,9 +312,13 @@ fn bias_gelu_kernel<O: FloatOp>(ctx: &BuildContext<'_>, op: O) -> Box<dyn CpuKer
             None => float_map(&info, x, &op)?,
             Some(b) => {
                 info.same_dtype(x, b)?;
-                dispatch_float!(x.dtype(), T => binary::<T>(&info.desc, x, b, |v, c| {
-                    T::down(op.f(v.up() + c.up()))
-                })?, d => return Err(info.bad_dtype(d, "expected a float type")))
+                if x.dtype() == onnx_runtime_ir::DataType::Float32 {
+                    binary::<f32>(&info.desc, x, b, |v, c| op.f32(v + c))?
+                } else {
+                    dispatch_float!(x.dtype(), T => binary::<T>(&info.desc, x, b, |v, c| {
+                        T::down(op.f(v.up() + c.up()))
+                    })?, d => return Err(info.bad_dtype(d, "expected a float type")))
+                }
             }
         };
         Ok(vec![Value::Tensor(out)])

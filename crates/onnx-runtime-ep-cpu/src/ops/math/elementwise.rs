@@ -6,14 +6,16 @@
 //! runs are plain slice loops that auto-vectorize; the work is split over rayon above
 //! [`PAR_THRESHOLD`] elements.
 
+use super::vecmath;
 use crate::{Element, Tensor};
 use onnx_runtime_ir::DataType;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Element count above which elementwise loops run in parallel.
 pub const PAR_THRESHOLD: usize = 1 << 16;
-/// Elements per parallel task.
-const CHUNK: usize = 1 << 14;
+/// Elements per parallel task (at least half the threshold, so small inputs make few tasks).
+const CHUNK: usize = 1 << 15;
 
 /// `dst[i] = f(src[i])`, in parallel for large inputs.
 pub fn map_into<T, U>(src: &[T], dst: &mut [U], f: impl Fn(T) -> U + Sync)
@@ -22,18 +24,55 @@ where
     U: Send,
 {
     debug_assert_eq!(src.len(), dst.len());
+    let run = |s: &[T], d: &mut [U]| {
+        vecmath::with_avx2(|| {
+            for (o, &x) in d.iter_mut().zip(s) {
+                *o = f(x);
+            }
+        })
+    };
     if src.len() >= PAR_THRESHOLD {
         dst.par_chunks_mut(CHUNK)
             .zip(src.par_chunks(CHUNK))
-            .for_each(|(d, s)| {
-                for (o, &x) in d.iter_mut().zip(s) {
-                    *o = f(x);
-                }
-            });
+            .for_each(|(d, s)| run(s, d));
     } else {
-        for (o, &x) in dst.iter_mut().zip(src) {
-            *o = f(x);
-        }
+        run(src, dst);
+    }
+}
+
+/// `dst[i] = f(src[i])` into uninitialised storage, in parallel for large inputs.
+pub fn map_uninit<T, U>(src: &[T], dst: &mut [MaybeUninit<U>], f: impl Fn(T) -> U + Sync)
+where
+    T: Copy + Sync,
+    U: Send,
+{
+    debug_assert_eq!(src.len(), dst.len());
+    if src.len() >= PAR_THRESHOLD {
+        dst.par_chunks_mut(CHUNK)
+            .zip(src.par_chunks(CHUNK))
+            .for_each(|(d, s)| vecmath::map(s, d, &f));
+    } else {
+        vecmath::map(src, dst, &f);
+    }
+}
+
+/// A vector of `n` elements that `fill` writes, every one of them, into uninitialised storage.
+pub fn filled_vec<U>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<U>])) -> Vec<U> {
+    let mut v = Vec::with_capacity(n);
+    fill(&mut v.spare_capacity_mut()[..n]);
+    // SAFETY: every caller's `fill` writes all `n` elements (map_uninit and Broadcast::run
+    // write each output position exactly once).
+    unsafe { v.set_len(n) };
+    v
+}
+
+/// A tensor of `dtype` (stored as `U`) over `values`.
+pub fn tensor_as<U: Element>(dtype: DataType, shape: Vec<usize>, values: Vec<U>) -> Tensor {
+    let t = Tensor::from_vec(shape, values);
+    if dtype == U::DTYPE {
+        t
+    } else {
+        t.with_dtype(dtype)
     }
 }
 
@@ -43,9 +82,9 @@ pub fn unary_as<T: Element, U: Element>(
     out_dtype: DataType,
     f: impl Fn(T) -> U + Sync,
 ) -> Tensor {
-    let mut out = Tensor::zeros(out_dtype, x.shape().to_vec());
-    map_into(x.data::<T>(), out.data_mut::<U>(), f);
-    out
+    let src = x.data::<T>();
+    let v = filled_vec(src.len(), |d| map_uninit(src, d, f));
+    tensor_as(out_dtype, x.shape().to_vec(), v)
 }
 
 /// A new tensor of `U::DTYPE` with `f` applied to every element of `x`.
@@ -136,8 +175,9 @@ impl Broadcast {
         (oa, ob)
     }
 
-    /// `out[i] = f(a[ia], b[ib])` over the broadcast; `out` has the broadcast element count.
-    pub fn run<A, B, O, F>(&self, a: &[A], b: &[B], out: &mut [O], f: F)
+    /// `out[i] = f(a[ia], b[ib])` over the broadcast, writing every element of `out` (the
+    /// broadcast element count) exactly once.
+    pub fn run<A, B, O, F>(&self, a: &[A], b: &[B], out: &mut [MaybeUninit<O>], f: F)
     where
         A: Copy + Sync,
         B: Copy + Sync,
@@ -151,13 +191,15 @@ impl Broadcast {
         let inner = self.inner;
         let (sa, sb) = (self.a_step, self.b_step);
         let rows = self.rows();
-        let run_rows = |first_row: usize, out: &mut [O]| {
-            for (r, o) in out.chunks_mut(inner).enumerate() {
-                let (oa, ob) = self.row_offsets(first_row + r);
-                let a = &a[oa..oa + if sa { inner } else { 1 }];
-                let b = &b[ob..ob + if sb { inner } else { 1 }];
-                inner_run(a, b, o, sa, sb, &f);
-            }
+        let run_rows = |first_row: usize, out: &mut [MaybeUninit<O>]| {
+            vecmath::with_avx2(|| {
+                for (r, o) in out.chunks_mut(inner).enumerate() {
+                    let (oa, ob) = self.row_offsets(first_row + r);
+                    let a = &a[oa..oa + if sa { inner } else { 1 }];
+                    let b = &b[ob..ob + if sb { inner } else { 1 }];
+                    inner_run(a, b, o, sa, sb, &f);
+                }
+            })
         };
         if total < PAR_THRESHOLD {
             run_rows(0, out);
@@ -175,7 +217,7 @@ impl Broadcast {
                 } else {
                     &b[..1]
                 };
-                inner_run(a, b, o, sa, sb, &f);
+                vecmath::with_avx2(|| inner_run(a, b, o, sa, sb, &f));
             });
         } else {
             let rows_per_task = (CHUNK / inner).max(1);
@@ -187,7 +229,7 @@ impl Broadcast {
 }
 
 #[inline(always)]
-fn inner_run<A, B, O, F>(a: &[A], b: &[B], out: &mut [O], sa: bool, sb: bool, f: &F)
+fn inner_run<A, B, O, F>(a: &[A], b: &[B], out: &mut [MaybeUninit<O>], sa: bool, sb: bool, f: &F)
 where
     A: Copy,
     B: Copy,
@@ -196,25 +238,25 @@ where
     match (sa, sb) {
         (true, true) => {
             for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                *o = f(x, y);
+                o.write(f(x, y));
             }
         }
         (true, false) => {
             let y = b[0];
             for (o, &x) in out.iter_mut().zip(a) {
-                *o = f(x, y);
+                o.write(f(x, y));
             }
         }
         (false, true) => {
             let x = a[0];
             for (o, &y) in out.iter_mut().zip(b) {
-                *o = f(x, y);
+                o.write(f(x, y));
             }
         }
         (false, false) => {
             let (x, y) = (a[0], b[0]);
             for o in out.iter_mut() {
-                *o = f(x, y);
+                o.write(f(x, y));
             }
         }
     }
@@ -230,9 +272,9 @@ pub fn binary_as<A: Element, B: Element, O: Element>(
 ) -> Result<Tensor, onnx_runtime_ep_api::EpError> {
     let shape = crate::shape::broadcast_shapes(node, &[a.shape(), b.shape()])?;
     let plan = Broadcast::new(a.shape(), b.shape(), &shape);
-    let mut out = Tensor::zeros(out_dtype, shape);
-    plan.run(a.data::<A>(), b.data::<B>(), out.data_mut::<O>(), f);
-    Ok(out)
+    let n = shape.iter().product();
+    let v = filled_vec(n, |d| plan.run(a.data::<A>(), b.data::<B>(), d, f));
+    Ok(tensor_as(out_dtype, shape, v))
 }
 
 /// `f` over the broadcast of same-typed `a` and `b`, into a new tensor of their dtype.
@@ -280,8 +322,9 @@ mod tests {
             let nb: usize = b.iter().product();
             let av: Vec<usize> = (0..na).collect();
             let bv: Vec<usize> = (0..nb).collect();
-            let mut got = vec![(0, 0); out.iter().product()];
-            plan.run(&av, &bv, &mut got, |x, y| (x, y));
+            let got = filled_vec(out.iter().product(), |d| {
+                plan.run(&av, &bv, d, |x, y| (x, y))
+            });
             assert_eq!(got, naive(a, b, &out), "{a:?} {b:?}");
         }
     }
@@ -296,6 +339,7 @@ mod tests {
         let a: Vec<f32> = (0..rows * cols).map(|i| (i % 97) as f32).collect();
         let b: Vec<f32> = (0..cols).map(|i| i as f32).collect();
         let mut out = vec![0f32; rows * cols];
+        let mut out_u = vec![MaybeUninit::<f32>::uninit(); rows * cols];
         let shape = [rows, cols];
         for (name, bs) in [
             ("same shape", &shape[..]),
@@ -311,7 +355,7 @@ mod tests {
             let plan = Broadcast::new(&shape, bs, &shape);
             let t = Instant::now();
             for _ in 0..10 {
-                plan.run(&a, &bv, &mut out, |x, y| x + y);
+                plan.run(&a, &bv, &mut out_u, |x, y| x + y);
             }
             let fast = t.elapsed().as_secs_f64() / 10.0;
             let sa = crate::shape::broadcast_strides(&shape, &shape);

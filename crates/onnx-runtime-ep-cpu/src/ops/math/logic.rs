@@ -3,7 +3,7 @@
 
 use super::binary::{align_legacy, legacy_broadcast};
 use super::common::{register_versions, NodeInfo};
-use super::elementwise::{binary_as, Broadcast};
+use super::elementwise::{binary_as, filled_vec, tensor_as, Broadcast};
 use crate::kernel::{kernel_fn, BuildContext, CpuKernel};
 use crate::{dispatch_numeric, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
@@ -45,9 +45,9 @@ fn strings_equal(info: &NodeInfo, a: &Tensor, b: &Tensor) -> Result<Tensor, EpEr
     let plan = Broadcast::new(a.shape(), b.shape(), &shape);
     let ra: Vec<&String> = a.strings().iter().collect();
     let rb: Vec<&String> = b.strings().iter().collect();
-    let mut out = Tensor::zeros(DataType::Bool, shape);
-    plan.run(&ra, &rb, out.data_mut::<u8>(), |x, y| (x == y) as u8);
-    Ok(out)
+    let n = shape.iter().product();
+    let v = filled_vec(n, |d| plan.run(&ra, &rb, d, |x, y| (x == y) as u8));
+    Ok(tensor_as(DataType::Bool, shape, v))
 }
 
 fn build(ctx: &BuildContext<'_>, op: Op) -> Result<Box<dyn CpuKernel>, EpError> {

@@ -23,6 +23,7 @@ mod softmax;
 mod topk;
 mod unary;
 mod variadic;
+pub mod vecmath;
 
 #[cfg(test)]
 mod backend_cases;

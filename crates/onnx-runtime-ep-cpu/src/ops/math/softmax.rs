@@ -4,10 +4,12 @@
 use super::common::{register_versions, NodeInfo};
 use super::layout::{par_blocks, AxisView};
 use super::num::{FloatElem, Real};
+use super::vecmath;
 use crate::kernel::{kernel_fn, BuildContext, CpuKernel};
 use crate::{attrs, dispatch_float, CpuRegistry, Tensor, Value};
 use num_traits::Float;
 use onnx_runtime_ep_api::EpError;
+use onnx_runtime_ir::DataType;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -66,7 +68,54 @@ fn lane<T: FloatElem>(
     }
 }
 
+/// Softmax / LogSoftmax of one contiguous f32 row: max, then vectorized exp and sum, then
+/// one scaling pass.
+fn row_f32(kind: Kind, x: &[f32], out: &mut [f32]) {
+    let mut m = f32::NEG_INFINITY;
+    for &v in x {
+        if v > m || v.is_nan() {
+            m = v;
+        }
+    }
+    vecmath::with_avx2(|| {
+        let mut acc = [0f32; 8];
+        let (xc, oc) = (x.chunks(8), out.chunks_mut(8));
+        for (xs, os) in xc.zip(oc) {
+            for (i, (o, &v)) in os.iter_mut().zip(xs).enumerate() {
+                let e = vecmath::exp(v - m);
+                *o = e;
+                acc[i] += e;
+            }
+        }
+        let sum = acc.iter().sum::<f32>();
+        match kind {
+            Kind::LogSoft => {
+                let lse = sum.ln();
+                for (o, &v) in out.iter_mut().zip(x) {
+                    *o = v - m - lse;
+                }
+            }
+            _ => {
+                let r = 1.0 / sum;
+                for o in out.iter_mut() {
+                    *o *= r;
+                }
+            }
+        }
+    })
+}
+
 fn run<T: FloatElem>(kind: Kind, x: &Tensor, v: AxisView) -> Tensor {
+    if v.inner == 1 && kind != Kind::Hard && v.len > 0 {
+        if let Some(xs) = (x.dtype() == DataType::Float32).then(|| x.data::<f32>()) {
+            let n = xs.len();
+            let mut out = vec![0f32; n];
+            par_blocks(&mut out, v.len, n, |o, ob| {
+                row_f32(kind, &xs[o * v.len..(o + 1) * v.len], ob)
+            });
+            return Tensor::from_vec(x.shape().to_vec(), out);
+        }
+    }
     let mut out = Tensor::zeros(x.dtype(), x.shape().to_vec());
     let d = x.data::<T>();
     let block = v.len * v.inner;
@@ -142,5 +191,32 @@ mod tests {
         check("Hardmax", 11, vec![("axis", int(0))], &[f32s(&[3, 4, 2], &[0.7505728006362915, 2.3832828998565674, -1.1990022659301758, -1.6487568616867065, -1.1990022659301758, 2.2413206100463867, -2.9684081077575684, 1.927370548248291, 1.782416582107544, -0.19239027798175812, -1.1818054914474487, -1.3294463157653809, -1.4707825183868408, -0.3295421600341797, 0.027289554476737976, 0.3209841251373291, 2.973001718521118, 1.7559715509414673, 0.7330753803253174, 2.93376088142395, -1.7081477642059326, -2.0387277603149414, 0.6752375960350037, -2.7363479137420654])], DataType::Float32, &[3, 4, 2], &[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 1e-05);
         check("Hardmax", 11, vec![("axis", int(3))], &[f32s(&[3, 4, 2], &[0.7505728006362915, 2.3832828998565674, -1.1990022659301758, -1.6487568616867065, -1.1990022659301758, 2.2413206100463867, -2.9684081077575684, 1.927370548248291, 1.782416582107544, -0.19239027798175812, -1.1818054914474487, -1.3294463157653809, -1.4707825183868408, -0.3295421600341797, 0.027289554476737976, 0.3209841251373291, 2.973001718521118, 1.7559715509414673, 0.7330753803253174, 2.93376088142395, -1.7081477642059326, -2.0387277603149414, 0.6752375960350037, -2.7363479137420654])], DataType::Float32, &[3, 4, 2], &[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], 1e-05);
         check("Softmax", 13, vec![], &[f64s(&[2, 5], &[-2.785918327358423, 0.08933292162822148, -0.20276384804826542, 2.503006639157114, 0.7753575269460624, 0.0847058795970832, -0.018759387638974445, -1.514910467836015, -2.929235846744965, -1.8455871360881362])], DataType::Float64, &[2, 5], &[0.003769216664961754, 0.06682775228806094, 0.049900033694779376, 0.7467960819547986, 0.13270691539739926, 0.43518283066886404, 0.39240755308526354, 0.08789561311287217, 0.021366505168926242, 0.06314749796407387], 1e-12);
+    }
+
+    /// The contiguous f32 path (last axis, rows longer and shorter than a vector, sizes on
+    /// both sides of the parallel threshold) against float64 softmax.
+    #[test]
+    fn last_axis_f32_matches_float64() {
+        for (rows, len) in [(3, 1), (5, 7), (4, 33), (600, 130), (2, 70_000)] {
+            let n = rows * len;
+            let x: Vec<f64> = (0..n)
+                .map(|i| ((i * 7919) % 1000) as f64 / 50.0 - 10.0)
+                .collect();
+            let mut soft = vec![0.0; n];
+            let mut logsoft = vec![0.0; n];
+            for r in 0..rows {
+                let row = &x[r * len..(r + 1) * len];
+                let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+                for j in 0..len {
+                    soft[r * len + j] = (row[j] - m).exp() / s;
+                    logsoft[r * len + j] = row[j] - m - s.ln();
+                }
+            }
+            let got = run1("Softmax", 13, vec![], &[f32s(&[rows, len], &x)]);
+            assert_close(&got, &soft, &[rows, len], 1e-6, 1e-5);
+            let got = run1("LogSoftmax", 13, vec![], &[f32s(&[rows, len], &x)]);
+            assert_close(&got, &logsoft, &[rows, len], 1e-5, 1e-5);
+        }
     }
 }

@@ -12,12 +12,24 @@ use onnx_runtime_ir::DataType;
 /// A float function applied in the compute type (f32 for f16/bf16, rounded once).
 pub trait FloatOp: Send + Sync + 'static {
     fn f<R: Real>(&self, x: R) -> R;
+    /// The f32 computation (f32, f16 and bf16 tensors): a vectorizable approximation where
+    /// one exists (see `vecmath`), else `f`.
+    #[inline(always)]
+    fn f32(&self, x: f32) -> f32 {
+        self.f(x)
+    }
 }
 
 /// Applies `op` to a float tensor; other dtypes are an error naming the node.
 pub fn float_map<O: FloatOp>(info: &NodeInfo, x: &Tensor, op: &O) -> Result<Tensor, EpError> {
-    dispatch_float!(x.dtype(), T => Ok(unary::<T, T>(x, |v| T::down(op.f(v.up())))),
-        d => Err(info.bad_dtype(d, "expected float, double, float16 or bfloat16")))
+    use half::{bf16, f16};
+    Ok(match x.dtype() {
+        DataType::Float32 => unary::<f32, f32>(x, |v| op.f32(v)),
+        DataType::Float64 => unary::<f64, f64>(x, |v| op.f(v)),
+        DataType::Float16 => unary::<f16, f16>(x, |v| f16::from_f32(op.f32(v.to_f32()))),
+        DataType::BFloat16 => unary::<bf16, bf16>(x, |v| bf16::from_f32(op.f32(v.to_f32()))),
+        d => return Err(info.bad_dtype(d, "expected float, double, float16 or bfloat16")),
+    })
 }
 
 /// A kernel applying `op` to its one float input.
@@ -30,11 +42,15 @@ pub fn float_kernel<O: FloatOp>(ctx: &BuildContext<'_>, op: O) -> Box<dyn CpuKer
 }
 
 macro_rules! float_ops {
-    ($($name:ident: |$x:ident| $e:expr;)*) => {$(
+    ($($name:ident: |$x:ident| $e:expr $(, f32: $fast:path)?;)*) => {$(
         pub struct $name;
         impl FloatOp for $name {
             #[inline(always)]
             fn f<R: Real>(&self, $x: R) -> R { $e }
+            $(
+                #[inline(always)]
+                fn f32(&self, x: f32) -> f32 { $fast(x) }
+            )?
         }
     )*};
 }
@@ -45,7 +61,7 @@ float_ops! {
     Round: |x| round_half_even(x);
     Sqrt: |x| x.sqrt();
     Reciprocal: |x| x.recip();
-    Exp: |x| x.exp();
+    Exp: |x| x.exp(), f32: super::vecmath::exp;
     Log: |x| x.ln();
     Sin: |x| x.sin();
     Cos: |x| x.cos();
@@ -58,7 +74,7 @@ float_ops! {
     Asinh: |x| x.asinh();
     Acosh: |x| x.acosh();
     Atanh: |x| x.atanh();
-    Erf: |x| x.erf();
+    Erf: |x| x.erf(), f32: super::vecmath::erf;
     FAbs: |x| x.abs();
     FNeg: |x| -x;
     FSign: |x| if x > R::zero() { R::one() } else if x < R::zero() { -R::one() } else { x };
@@ -308,5 +324,33 @@ mod tests {
         let got = run1("Exp", 13, vec![], &[f64s(&[n], &v)]);
         let want: Vec<f64> = v.iter().map(|x| x.exp()).collect();
         assert_close(&got, &want, &[n], 1e-15, 0.0);
+    }
+
+    /// The vectorized f32 paths of Exp, Erf, Sigmoid, Tanh and Gelu (odd sizes, below and
+    /// above the parallel threshold) and their f16 use, against float64 math.
+    #[test]
+    fn fast_f32_paths_match_float64() {
+        let erf = |x: f64| libm::erf(x);
+        let ops: [(&str, u64, fn(f64) -> f64); 5] = [
+            ("Exp", 13, f64::exp),
+            ("Erf", 13, erf),
+            ("Sigmoid", 13, |x| 1.0 / (1.0 + (-x).exp())),
+            ("Tanh", 13, f64::tanh),
+            ("Gelu", 20, |x| 0.5 * x * (1.0 + libm::erf(x / 2f64.sqrt()))),
+        ];
+        for n in [1usize, 7, 1000, 100_003] {
+            let x: Vec<f64> = (0..n)
+                .map(|i| ((i * 2654435761usize) % 20011) as f64 / 1000.0 - 10.0)
+                .collect();
+            for (op, opset, f) in ops {
+                let want: Vec<f64> = x.iter().map(|&v| f(v as f32 as f64)).collect();
+                let got = run1(op, opset, vec![], &[f32s(&[n], &x)]);
+                assert_close(&got, &want, &[n], 3e-7, 1e-6);
+                let xh: Vec<f64> = x.iter().map(|&v| half::f16::from_f64(v).to_f64()).collect();
+                let want: Vec<f64> = xh.iter().map(|&v| f(v)).collect();
+                let got = run1(op, opset, vec![], &[f16s(&[n], &xh)]);
+                assert_close(&got, &want, &[n], 1e-3, 1e-3);
+            }
+        }
     }
 }

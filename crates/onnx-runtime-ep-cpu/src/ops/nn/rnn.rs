@@ -91,6 +91,23 @@ impl Act {
     }
 }
 
+impl Act {
+    /// Applies the activation to every element of `v` (vectorized sigmoid and tanh for f32).
+    fn apply_slice<T: Real>(self, v: &mut [T]) {
+        use crate::ops::math::vecmath;
+        if let Some(f) = vecmath::as_f32_mut(v) {
+            match self {
+                Act::Sigmoid => return vecmath::map_inplace(f, vecmath::sigmoid),
+                Act::Tanh => return vecmath::map_inplace(f, vecmath::tanh),
+                _ => {}
+            }
+        }
+        for x in v {
+            *x = self.apply(*x);
+        }
+    }
+}
+
 pub(super) fn parse_acts(node: &Node, kind: Kind, dirs: usize) -> Result<Vec<Act>, EpError> {
     let names = attrs::opt_strings(node, "activations")?;
     let alphas = attrs::opt_floats(node, "activation_alpha")?.unwrap_or_default();
@@ -188,7 +205,8 @@ impl RnnKernel {
         }
     }
 
-    /// Runs every direction; returns (Y, Y_h, Y_c) in [dir][...] layout-0 order.
+    /// Runs every direction (the two of a bidirectional node in parallel when there is
+    /// enough work); returns (Y, Y_h, Y_c) in [dir][...] layout-0 order.
     #[allow(clippy::too_many_arguments)]
     fn compute<T: Real>(
         &self,
@@ -203,149 +221,278 @@ impl RnnKernel {
         p: Option<&[T]>,
     ) -> (Vec<T>, Vec<T>, Vec<T>) {
         let (h, g) = (self.hidden, self.kind.gates());
-        let (seq, batch, inp) = (s.seq, s.batch, s.input);
+        let (seq, batch) = (s.seq, s.batch);
         let nd = self.dirs.len();
-        let mut y = vec![T::zero(); seq * nd * batch * h];
-        let mut yh = vec![T::zero(); nd * batch * h];
-        let mut yc = vec![T::zero(); nd * batch * h];
-        for (d, &reverse) in self.dirs.iter().enumerate() {
-            let wd = &w[d * g * h * inp..(d + 1) * g * h * inp];
-            let rd = &r[d * g * h * h..(d + 1) * g * h * h];
-            let acts = &self.acts[d * self.kind.n_act()..(d + 1) * self.kind.n_act()];
-            // XW[t, b, :] = X[t, b] @ W^T + Wb (+ Rb where it is simply added).
-            let mut xw = vec![T::zero(); seq * batch * g * h];
-            common::gemm(
-                seq * batch,
-                g * h,
-                inp,
-                x,
-                inp,
-                1,
-                wd,
-                1,
-                inp,
-                &mut xw,
-                g * h,
-                T::one(),
-                T::zero(),
-            );
-            let (wb, rb) = match b {
-                Some(b) => (
-                    b[d * 2 * g * h..d * 2 * g * h + g * h].to_vec(),
-                    b[d * 2 * g * h + g * h..(d + 1) * 2 * g * h].to_vec(),
-                ),
-                None => (vec![T::zero(); g * h], vec![T::zero(); g * h]),
-            };
-            for row in xw.chunks_mut(g * h) {
-                for (j, v) in row.iter_mut().enumerate() {
-                    // GRU's hidden gate keeps Rbh apart when linear_before_reset.
-                    let keep_rb = self.kind == Kind::Gru && j >= 2 * h;
-                    *v += wb[j] + if keep_rb { T::zero() } else { rb[j] };
-                }
-            }
-            let mut hs: Vec<T> = match h0 {
-                Some(h0) => h0[d * batch * h..(d + 1) * batch * h].to_vec(),
-                None => vec![T::zero(); batch * h],
-            };
-            let mut cs: Vec<T> = match c0 {
-                Some(c0) => c0[d * batch * h..(d + 1) * batch * h].to_vec(),
-                None => vec![T::zero(); batch * h],
-            };
-            let pd = p.map(|p| &p[d * 3 * h..(d + 1) * 3 * h]);
-            let mut hr = vec![T::zero(); batch * g * h];
-            let max_len = lens.iter().copied().max().unwrap_or(0);
-            for step in 0..max_len {
-                // H @ R^T for every batch row (GRU's hidden gate is redone after reset).
-                common::gemm(
-                    batch,
-                    g * h,
-                    h,
-                    &hs,
-                    h,
-                    1,
-                    rd,
-                    1,
-                    h,
-                    &mut hr,
-                    g * h,
-                    T::one(),
-                    T::zero(),
-                );
-                let prev_h = hs.clone();
-                for bi in 0..batch {
-                    if step >= lens[bi] {
-                        continue;
-                    }
-                    let t = if reverse { lens[bi] - 1 - step } else { step };
-                    let xr = &xw[(t * batch + bi) * g * h..(t * batch + bi + 1) * g * h];
-                    let hrr = &hr[bi * g * h..(bi + 1) * g * h];
-                    let hb = &mut hs[bi * h..(bi + 1) * h];
-                    let cb = &mut cs[bi * h..(bi + 1) * h];
-                    let ph = &prev_h[bi * h..(bi + 1) * h];
-                    match self.kind {
-                        Kind::Rnn => {
-                            for j in 0..h {
-                                hb[j] = acts[0].apply(self.clip(xr[j] + hrr[j]));
-                            }
-                        }
-                        Kind::Gru => {
-                            let rh = &rd[2 * h * h..3 * h * h];
-                            let z: Vec<T> = (0..h)
-                                .map(|j| acts[0].apply(self.clip(xr[j] + hrr[j])))
-                                .collect();
-                            let rg: Vec<T> = (0..h)
-                                .map(|j| acts[0].apply(self.clip(xr[h + j] + hrr[h + j])))
-                                .collect();
-                            let reset: Vec<T> = if self.linear_before_reset {
-                                Vec::new()
-                            } else {
-                                (0..h).map(|k| rg[k] * ph[k]).collect()
-                            };
-                            for j in 0..h {
-                                let hh_pre = if self.linear_before_reset {
-                                    xr[2 * h + j] + rg[j] * (hrr[2 * h + j] + rb[2 * h + j])
-                                } else {
-                                    // (r . H) @ Rh^T for unit j.
-                                    let row = &rh[j * h..(j + 1) * h];
-                                    let acc: T = row.iter().zip(&reset).map(|(&a, &b)| a * b).sum();
-                                    xr[2 * h + j] + acc + rb[2 * h + j]
-                                };
-                                let hh = acts[1].apply(self.clip(hh_pre));
-                                hb[j] = (T::one() - z[j]) * hh + z[j] * ph[j];
-                            }
-                        }
-                        Kind::Lstm => {
-                            let zero = T::zero();
-                            for j in 0..h {
-                                let (pi, po, pf) = match pd {
-                                    Some(p) => (p[j], p[h + j], p[2 * h + j]),
-                                    None => (zero, zero, zero),
-                                };
-                                let cp = cb[j];
-                                let i = acts[0].apply(self.clip(xr[j] + hrr[j] + pi * cp));
-                                let f = if self.input_forget {
-                                    T::one() - i
-                                } else {
-                                    acts[0]
-                                        .apply(self.clip(xr[2 * h + j] + hrr[2 * h + j] + pf * cp))
-                                };
-                                let cc = acts[1].apply(self.clip(xr[3 * h + j] + hrr[3 * h + j]));
-                                let cn = f * cp + i * cc;
-                                let o = acts[0].apply(self.clip(xr[h + j] + hrr[h + j] + po * cn));
-                                cb[j] = cn;
-                                hb[j] = o * acts[2].apply(cn);
-                            }
-                        }
-                    }
-                    let yo = ((t * nd + d) * batch + bi) * h;
-                    y[yo..yo + h].copy_from_slice(hb);
-                }
-            }
-            yh[d * batch * h..(d + 1) * batch * h].copy_from_slice(&hs);
-            yc[d * batch * h..(d + 1) * batch * h].copy_from_slice(&cs);
+        let dir = |d: usize| self.direction(s, d, x, w, r, b, lens, h0, c0, p);
+        let work = seq * batch * g * h * (h + s.input);
+        let results: Vec<DirOut<T>> = if nd == 2 && work >= PAR_WORK {
+            let (a, b) = rayon::join(|| dir(0), || dir(1));
+            vec![a, b]
+        } else {
+            (0..nd).map(dir).collect()
+        };
+        if nd == 1 {
+            let DirOut { y, h, c } = results.into_iter().next().expect("one direction");
+            return (y, h, c);
         }
+        let mut y = Vec::with_capacity(seq * nd * batch * h);
+        for t in 0..seq {
+            for o in &results {
+                y.extend_from_slice(&o.y[t * batch * h..(t + 1) * batch * h]);
+            }
+        }
+        let yh = results.iter().flat_map(|o| o.h.iter().copied()).collect();
+        let yc = results.iter().flat_map(|o| o.c.iter().copied()).collect();
         (y, yh, yc)
     }
+
+    /// One direction `d`: Y as [seq, batch, hidden] plus the final hidden and cell states.
+    #[allow(clippy::too_many_arguments)]
+    fn direction<T: Real>(
+        &self,
+        s: &Shapes,
+        d: usize,
+        x: &[T],
+        w: &[T],
+        r: &[T],
+        b: Option<&[T]>,
+        lens: &[usize],
+        h0: Option<&[T]>,
+        c0: Option<&[T]>,
+        p: Option<&[T]>,
+    ) -> DirOut<T> {
+        let (h, g) = (self.hidden, self.kind.gates());
+        let (seq, batch, inp) = (s.seq, s.batch, s.input);
+        let gh = g * h;
+        let reverse = self.dirs[d];
+        let wd = &w[d * gh * inp..(d + 1) * gh * inp];
+        let rd = &r[d * gh * h..(d + 1) * gh * h];
+        let acts = &self.acts[d * self.kind.n_act()..(d + 1) * self.kind.n_act()];
+        let mut y = vec![T::zero(); seq * batch * h];
+        // XW[t, b, :] = X[t, b] @ W^T + Wb (+ Rb where it is simply added).
+        let mut xw = vec![T::zero(); seq * batch * gh];
+        common::gemm(
+            seq * batch,
+            gh,
+            inp,
+            x,
+            inp,
+            1,
+            wd,
+            1,
+            inp,
+            &mut xw,
+            gh,
+            T::one(),
+            T::zero(),
+        );
+        let zeros = vec![T::zero(); gh];
+        let (wb, rb) = match b {
+            Some(b) => (
+                &b[d * 2 * gh..d * 2 * gh + gh],
+                &b[d * 2 * gh + gh..(d + 1) * 2 * gh],
+            ),
+            None => (&zeros[..], &zeros[..]),
+        };
+        // GRU's hidden gate keeps Rbh apart (it is added after the reset gate's product).
+        let add_rb = if self.kind == Kind::Gru { 2 * h } else { gh };
+        for row in xw.chunks_mut(gh) {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v += wb[j] + if j < add_rb { rb[j] } else { T::zero() };
+            }
+        }
+        let mut hs: Vec<T> = match h0 {
+            Some(h0) => h0[d * batch * h..(d + 1) * batch * h].to_vec(),
+            None => vec![T::zero(); batch * h],
+        };
+        let mut cs: Vec<T> = match c0 {
+            Some(c0) => c0[d * batch * h..(d + 1) * batch * h].to_vec(),
+            None => vec![T::zero(); batch * h],
+        };
+        let pd = p.map(|p| &p[d * 3 * h..(d + 1) * 3 * h]);
+        let mut hr = vec![T::zero(); batch * gh];
+        // Per-step scratch: gate values, and for GRU the reset hidden state and its product.
+        let mut gates = vec![T::zero(); gh];
+        let mut reset = vec![T::zero(); h];
+        let mut reset_r = vec![T::zero(); h];
+        let max_len = lens.iter().copied().max().unwrap_or(0);
+        for step in 0..max_len {
+            // H @ R^T for every batch row (GRU's hidden gate is redone after reset).
+            rows_dot(&hs, batch, rd, gh, h, &mut hr);
+            for bi in 0..batch {
+                if step >= lens[bi] {
+                    continue;
+                }
+                let t = if reverse { lens[bi] - 1 - step } else { step };
+                let xr = &xw[(t * batch + bi) * gh..(t * batch + bi + 1) * gh];
+                let hrr = &hr[bi * gh..(bi + 1) * gh];
+                let hb = &mut hs[bi * h..(bi + 1) * h];
+                let cb = &mut cs[bi * h..(bi + 1) * h];
+                match self.kind {
+                    Kind::Rnn => {
+                        for j in 0..h {
+                            hb[j] = self.clip(xr[j] + hrr[j]);
+                        }
+                        acts[0].apply_slice(hb);
+                    }
+                    Kind::Gru => {
+                        // z and r gates.
+                        for j in 0..2 * h {
+                            gates[j] = self.clip(xr[j] + hrr[j]);
+                        }
+                        acts[0].apply_slice(&mut gates[..2 * h]);
+                        let (z, rest) = gates.split_at_mut(h);
+                        let (rg, hh) = rest.split_at_mut(h);
+                        if self.linear_before_reset {
+                            for j in 0..h {
+                                hh[j] = self
+                                    .clip(xr[2 * h + j] + rg[j] * (hrr[2 * h + j] + rb[2 * h + j]));
+                            }
+                        } else {
+                            // (r . H) @ Rh^T.
+                            for k in 0..h {
+                                reset[k] = rg[k] * hb[k];
+                            }
+                            rows_dot(&reset, 1, &rd[2 * h * h..], h, h, &mut reset_r);
+                            for j in 0..h {
+                                hh[j] = self.clip(xr[2 * h + j] + reset_r[j] + rb[2 * h + j]);
+                            }
+                        }
+                        acts[1].apply_slice(hh);
+                        for j in 0..h {
+                            hb[j] = (T::one() - z[j]) * hh[j] + z[j] * hb[j];
+                        }
+                    }
+                    Kind::Lstm => {
+                        // Gate order i, o, f, c; peepholes P = [pi, po, pf].
+                        let (gi, rest) = gates.split_at_mut(h);
+                        let (go, rest) = rest.split_at_mut(h);
+                        let (gf, gc) = rest.split_at_mut(h);
+                        for j in 0..h {
+                            let (pi, pf) = match pd {
+                                Some(p) => (p[j] * cb[j], p[2 * h + j] * cb[j]),
+                                None => (T::zero(), T::zero()),
+                            };
+                            gi[j] = self.clip(xr[j] + hrr[j] + pi);
+                            gf[j] = self.clip(xr[2 * h + j] + hrr[2 * h + j] + pf);
+                            gc[j] = self.clip(xr[3 * h + j] + hrr[3 * h + j]);
+                        }
+                        acts[0].apply_slice(gi);
+                        if self.input_forget {
+                            for j in 0..h {
+                                gf[j] = T::one() - gi[j];
+                            }
+                        } else {
+                            acts[0].apply_slice(gf);
+                        }
+                        acts[1].apply_slice(gc);
+                        for j in 0..h {
+                            let cn = gf[j] * cb[j] + gi[j] * gc[j];
+                            cb[j] = cn;
+                            let po = pd.map_or(T::zero(), |p| p[h + j] * cn);
+                            go[j] = self.clip(xr[h + j] + hrr[h + j] + po);
+                            hb[j] = cn;
+                        }
+                        acts[0].apply_slice(go);
+                        acts[2].apply_slice(hb);
+                        for j in 0..h {
+                            hb[j] = go[j] * hb[j];
+                        }
+                    }
+                }
+                let yo = (t * batch + bi) * h;
+                y[yo..yo + h].copy_from_slice(hb);
+            }
+        }
+        DirOut { y, h: hs, c: cs }
+    }
+}
+
+/// One direction's outputs: Y as [seq, batch, hidden], the last H and C as [batch, hidden].
+struct DirOut<T> {
+    y: Vec<T>,
+    h: Vec<T>,
+    c: Vec<T>,
+}
+
+/// Multiply-adds (seq * batch * gates * hidden * (hidden + input)) above which the two
+/// directions of a bidirectional node run on separate threads.
+const PAR_WORK: usize = 1 << 20;
+
+/// Multiply-adds per step above which one `rows_dot` splits its rows over threads.
+const PAR_DOT: usize = 1 << 18;
+
+/// `out[b, j] = a[b, :] . m[j, :]` for `rows` rows of `a` and `n` rows of `m` (each `k` long):
+/// `a @ m^T`, read a row of `m` at a time, for the few batch rows a recurrent step has.
+fn rows_dot<T: Real>(a: &[T], rows: usize, m: &[T], n: usize, k: usize, out: &mut [T]) {
+    if rows > 4 {
+        common::gemm(rows, n, k, a, k, 1, m, 1, k, out, n, T::one(), T::zero());
+        return;
+    }
+    let one_row = |j0: usize, o: &mut [T]| {
+        for (jj, v) in o.iter_mut().enumerate() {
+            let j = j0 + jj;
+            *v = dot(&a[..k], &m[j * k..(j + 1) * k]);
+        }
+    };
+    if rows == 1 {
+        if n * k >= PAR_DOT && rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            let per = n.div_ceil(rayon::current_num_threads() * 2).max(16);
+            out[..n]
+                .par_chunks_mut(per)
+                .enumerate()
+                .for_each(|(c, o)| one_row(c * per, o));
+        } else {
+            one_row(0, &mut out[..n]);
+        }
+        return;
+    }
+    for j in 0..n {
+        let mr = &m[j * k..(j + 1) * k];
+        for bi in 0..rows {
+            out[bi * n + j] = dot(&a[bi * k..(bi + 1) * k], mr);
+        }
+    }
+}
+
+/// A dot product in eight interleaved partial sums (vectorizes).
+#[inline]
+fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+    let mut acc = [T::zero(); 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (&x, &y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+/// A float input's elements as `T`: f32/f64 read in place, f16/bf16 widened once.
+fn cow_data<T: Real>(t: &Tensor) -> std::borrow::Cow<'_, [T]> {
+    if t.dtype() == T::DTYPE {
+        std::borrow::Cow::Borrowed(t.data::<T>())
+    } else {
+        std::borrow::Cow::Owned(common::float_vec::<T>(t).unwrap_or_default())
+    }
+}
+
+/// An initial-state input as `T` in layout 0 (`swap` = the layout-1 dims to swap).
+fn state_data<T: Real>(
+    t: Option<&Tensor>,
+    swap: Option<(usize, usize, usize)>,
+) -> Option<std::borrow::Cow<'_, [T]>> {
+    let v = cow_data::<T>(t?);
+    Some(match swap {
+        Some((a, b, rest)) => swap01(&v, a, b, rest).into(),
+        None => v,
+    })
 }
 
 /// [a, b, rest] -> [b, a, rest] (layout 1 <-> layout 0 for the first two axes).
@@ -444,21 +591,14 @@ impl CpuKernel for RnnKernel {
         };
         macro_rules! go {
             ($T:ty) => {{
-                let cv = |t: &Tensor| common::float_vec::<$T>(t).unwrap_or_default();
+                // f32/f64 inputs are read in place; f16/bf16 are widened to f32 once.
+                let cv = cow_data::<$T>;
                 let mut xv = cv(x);
                 if self.layout {
-                    xv = swap01(&xv, batch, seq, inp);
+                    xv = swap01(&xv, batch, seq, inp).into();
                 }
-                let st = |t: Option<&Tensor>| {
-                    t.map(|t| {
-                        let v = cv(t);
-                        if self.layout {
-                            swap01(&v, batch, nd, h)
-                        } else {
-                            v
-                        }
-                    })
-                };
+                let swap = self.layout.then_some((batch, nd, h));
+                let st = |t| state_data::<$T>(t, swap);
                 let (h0v, c0v) = (st(h0), st(c0));
                 let (bv, pv) = (b.map(cv), p.map(cv));
                 let (mut y, mut yh, mut yc) = self.compute::<$T>(
@@ -490,29 +630,28 @@ impl CpuKernel for RnnKernel {
                     yh = swap01(&yh, nd, batch, h);
                     yc = swap01(&yc, nd, batch, h);
                 }
-                (y, y_shape, yh, yc)
+                let to = |v: Vec<$T>, shape: Vec<usize>| -> Tensor {
+                    if dtype == DataType::Float64 {
+                        Tensor::from_vec(shape, v)
+                    } else {
+                        common::downcast(Tensor::from_vec(shape, v), dtype)
+                    }
+                };
+                let mut out = vec![Value::Tensor(to(y, y_shape))];
+                if self.n_outputs > 1 {
+                    out.push(Value::Tensor(to(yh, state_shape.clone())));
+                }
+                if self.n_outputs > 2 {
+                    out.push(Value::Tensor(to(yc, state_shape)));
+                }
+                out
             }};
         }
-        let to = |v: Vec<f64>, shape: Vec<usize>| -> Tensor {
-            match dtype {
-                DataType::Float64 => Tensor::from_vec(shape, v),
-                d => common::tensor_from_f32(d, shape, v.into_iter().map(|x| x as f32).collect()),
-            }
-        };
-        let (y, y_shape, yh, yc) = if dtype == DataType::Float64 {
+        let out = if dtype == DataType::Float64 {
             go!(f64)
         } else {
-            let (y, s, a, b) = go!(f32);
-            let w = |v: Vec<f32>| v.into_iter().map(|x| x as f64).collect::<Vec<f64>>();
-            (w(y), s, w(a), w(b))
+            go!(f32)
         };
-        let mut out = vec![Value::Tensor(to(y, y_shape))];
-        if self.n_outputs > 1 {
-            out.push(Value::Tensor(to(yh, state_shape.clone())));
-        }
-        if self.n_outputs > 2 {
-            out.push(Value::Tensor(to(yc, state_shape)));
-        }
         Ok(out)
     }
 }
@@ -569,3 +708,7 @@ pub fn register(r: &mut CpuRegistry) {
         r.register("", "GRU", since, build_gru);
     }
 }
+
+#[cfg(test)]
+#[path = "rnn_tests.rs"]
+mod tests;
