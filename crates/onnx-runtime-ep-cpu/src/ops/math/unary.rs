@@ -330,10 +330,10 @@ mod tests {
     /// above the parallel threshold) and their f16 use, against float64 math.
     #[test]
     fn fast_f32_paths_match_float64() {
-        let erf = |x: f64| libm::erf(x);
-        let ops: [(&str, u64, fn(f64) -> f64); 5] = [
+        type Case = (&'static str, u64, fn(f64) -> f64);
+        let ops: [Case; 5] = [
             ("Exp", 13, f64::exp),
-            ("Erf", 13, erf),
+            ("Erf", 13, libm::erf),
             ("Sigmoid", 13, |x| 1.0 / (1.0 + (-x).exp())),
             ("Tanh", 13, f64::tanh),
             ("Gelu", 20, |x| 0.5 * x * (1.0 + libm::erf(x / 2f64.sqrt()))),
