@@ -85,7 +85,7 @@ pub fn erf(x: f32) -> f32 {
     let p = p * u - 0.02685481;
     let p = p * u + 0.11283612;
     let p = p * u - 0.3761263;
-    let p = p * u + 1.1283792;
+    let p = p * u + std::f32::consts::FRAC_2_SQRT_PI;
     let small = x * p;
     let ac = a.min(4.0);
     let t = 1.0 / (1.0 + 0.5 * ac);
