@@ -9,9 +9,11 @@
 //! in integers, and the result is `acc * (x_scale * w_scale[column])` in f32. Weights are
 //! widened once, at build time when they are initializers.
 
-use super::common::{self, bad_attr, invalid, unsupported};
+use super::common::{self, invalid, unsupported};
 use super::quant::dynamic_u8_params;
-use super::rnn::{parse_acts, Act, Kind};
+use super::rnn::{
+    check_x_rank, expect_input, hidden_and_directions, parse_acts, sequence_lens, Act, Kind,
+};
 use crate::kernel::{optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
@@ -310,15 +312,7 @@ impl CpuKernel for QLstmKernel {
         if x.dtype() != DataType::Float32 {
             return Err(unsupported(node, OP, x.dtype(), "float X"));
         }
-        if x.rank() != 3 {
-            return Err(invalid(
-                node,
-                format!(
-                    "X {:?} must be 3-D [seq_length, batch_size, input_size]",
-                    x.shape()
-                ),
-            ));
-        }
+        check_x_rank(node, x)?;
         let (seq, batch, inp) = (x.shape()[0], x.shape()[1], x.shape()[2]);
         let (h, nd) = (self.hidden, self.dirs.len());
         let prepared;
@@ -340,35 +334,14 @@ impl CpuKernel for QLstmKernel {
             let Some(t) = optional_tensor_input(node, inputs, i)? else {
                 return Ok(None);
             };
-            if t.dtype() != DataType::Float32 || t.shape() != shape {
-                return Err(invalid(
-                    node,
-                    format!(
-                        "{what} is {} {:?}; want float {shape:?}",
-                        t.dtype(),
-                        t.shape()
-                    ),
-                ));
-            }
+            expect_input(node, t, what, DataType::Float32, shape)?;
             Ok(Some(t.data::<f32>()))
         };
         let b = float_input(3, "B", &[nd, 8 * h])?;
         let h0 = float_input(5, "initial_h", &[nd, batch, h])?;
         let c0 = float_input(6, "initial_c", &[nd, batch, h])?;
         let p = float_input(7, "P", &[nd, 3 * h])?;
-        let lens: Vec<usize> = match optional_tensor_input(node, inputs, 4)? {
-            Some(t) => {
-                let v = common::ints_of(node, t, "sequence_lens")?;
-                if v.len() != batch || v.iter().any(|&l| l < 0 || l as usize > seq) {
-                    return Err(invalid(
-                        node,
-                        format!("sequence_lens {v:?} must have {batch} values in 0..={seq}"),
-                    ));
-                }
-                v.into_iter().map(|l| l as usize).collect()
-            }
-            None => vec![seq; batch],
-        };
+        let lens = sequence_lens(node, optional_tensor_input(node, inputs, 4)?, seq, batch)?;
         let (y, yh, yc) = self.compute(wt, x.data::<f32>(), (seq, batch), b, &lens, h0, c0, p);
         let state = vec![nd, batch, h];
         let mut out = vec![Value::Tensor(Tensor::from_vec(vec![seq, nd, batch, h], y))];
@@ -385,24 +358,7 @@ impl CpuKernel for QLstmKernel {
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let n = ctx.node;
     let node = n.describe();
-    let hidden = attrs::opt_int(n, "hidden_size")?
-        .ok_or_else(|| bad_attr(n, "hidden_size", "is required"))?;
-    if hidden < 1 {
-        return Err(bad_attr(n, "hidden_size", "must be positive"));
-    }
-    let hidden = hidden as usize;
-    let dirs = match attrs::string(n, "direction", "forward")?.as_str() {
-        "forward" => vec![false],
-        "reverse" => vec![true],
-        "bidirectional" => vec![false, true],
-        other => {
-            return Err(bad_attr(
-                n,
-                "direction",
-                format!("'{other}' is not forward, reverse or bidirectional"),
-            ))
-        }
-    };
+    let (hidden, dirs) = hidden_and_directions(n)?;
     let constant = |i: usize| ctx.constant(i).and_then(Value::as_tensor);
     let all_constant = [1, 2, 8, 10].iter().all(|&i| constant(i).is_some())
         && [9, 11]

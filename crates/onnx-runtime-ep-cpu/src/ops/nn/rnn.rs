@@ -177,6 +177,85 @@ pub(super) fn parse_acts(node: &Node, kind: Kind, dirs: usize) -> Result<Vec<Act
         .collect()
 }
 
+/// The `hidden_size` (required, positive) and `direction` attributes of a recurrent op;
+/// the directions are false = forward, true = reverse.
+pub(super) fn hidden_and_directions(n: &Node) -> Result<(usize, Vec<bool>), EpError> {
+    let hidden = attrs::opt_int(n, "hidden_size")?
+        .ok_or_else(|| bad_attr(n, "hidden_size", "is required"))?;
+    if hidden < 1 {
+        return Err(bad_attr(n, "hidden_size", "must be positive"));
+    }
+    let dirs = match attrs::string(n, "direction", "forward")?.as_str() {
+        "forward" => vec![false],
+        "reverse" => vec![true],
+        "bidirectional" => vec![false, true],
+        other => {
+            return Err(bad_attr(
+                n,
+                "direction",
+                format!("'{other}' is not forward, reverse or bidirectional"),
+            ))
+        }
+    };
+    Ok((hidden as usize, dirs))
+}
+
+/// Checks that X is 3-D (sequence, batch and input axes in the op's layout).
+pub(super) fn check_x_rank(node: &str, x: &Tensor) -> Result<(), EpError> {
+    if x.rank() != 3 {
+        return Err(invalid(
+            node,
+            format!(
+                "X {:?} must be 3-D [seq_length, batch_size, input_size] \
+                 ([batch_size, seq_length, input_size] with layout 1)",
+                x.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that input `what` has dtype `dtype` and shape `shape`.
+pub(super) fn expect_input(
+    node: &str,
+    t: &Tensor,
+    what: &str,
+    dtype: DataType,
+    shape: &[usize],
+) -> Result<(), EpError> {
+    if t.shape() != shape || t.dtype() != dtype {
+        return Err(invalid(
+            node,
+            format!(
+                "{what} is {} {:?}; want {dtype} {shape:?}",
+                t.dtype(),
+                t.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The optional sequence_lens input: `batch` lengths in 0..=seq (all `seq` when absent).
+pub(super) fn sequence_lens(
+    node: &str,
+    t: Option<&Tensor>,
+    seq: usize,
+    batch: usize,
+) -> Result<Vec<usize>, EpError> {
+    let Some(t) = t else {
+        return Ok(vec![seq; batch]);
+    };
+    let v = common::ints_of(node, t, "sequence_lens")?;
+    if v.len() != batch || v.iter().any(|&l| l < 0 || l as usize > seq) {
+        return Err(invalid(
+            node,
+            format!("sequence_lens {v:?} must have {batch} values in 0..={seq}"),
+        ));
+    }
+    Ok(v.into_iter().map(|l| l as usize).collect())
+}
+
 struct RnnKernel {
     node: String,
     kind: Kind,
@@ -528,9 +607,7 @@ impl CpuKernel for RnnKernel {
         };
         let dtype = x.dtype();
         common::require_float(node, op, dtype)?;
-        if x.rank() != 3 {
-            return Err(invalid(node, format!("X {:?} must be 3-D", x.shape())));
-        }
+        check_x_rank(node, x)?;
         let (seq, batch) = if self.layout {
             (x.shape()[1], x.shape()[0])
         } else {
@@ -538,21 +615,8 @@ impl CpuKernel for RnnKernel {
         };
         let inp = x.shape()[2];
         let (h, g, nd) = (self.hidden, self.kind.gates(), self.dirs.len());
-        let expect = |t: &Tensor, shape: &[usize], what: &str| -> Result<(), EpError> {
-            if t.shape() != shape {
-                return Err(invalid(
-                    node,
-                    format!("{what} is {:?}; want {shape:?}", t.shape()),
-                ));
-            }
-            if t.dtype() != dtype {
-                return Err(invalid(
-                    node,
-                    format!("{what} is {}; want {dtype}", t.dtype()),
-                ));
-            }
-            Ok(())
-        };
+        let expect =
+            |t: &Tensor, shape: &[usize], what: &str| expect_input(node, t, what, dtype, shape);
         expect(w, &[nd, g * h, inp], "W")?;
         expect(r, &[nd, g * h, h], "R")?;
         if let Some(b) = b {
@@ -571,19 +635,7 @@ impl CpuKernel for RnnKernel {
         if let Some(p) = p {
             expect(p, &[nd, 3 * h], "P")?;
         }
-        let lens: Vec<usize> = match sl {
-            Some(t) => {
-                let v = common::ints_of(node, t, "sequence_lens")?;
-                if v.len() != batch || v.iter().any(|&l| l < 0 || l as usize > seq) {
-                    return Err(invalid(
-                        node,
-                        format!("sequence_lens {v:?} must have {batch} values in 0..={seq}"),
-                    ));
-                }
-                v.into_iter().map(|l| l as usize).collect()
-            }
-            None => vec![seq; batch],
-        };
+        let lens = sequence_lens(node, sl, seq, batch)?;
         let s = Shapes {
             seq,
             batch,
@@ -658,27 +710,11 @@ impl CpuKernel for RnnKernel {
 
 fn make(ctx: &BuildContext<'_>, kind: Kind) -> Result<Box<dyn CpuKernel>, EpError> {
     let n = ctx.node;
-    let hidden = attrs::opt_int(n, "hidden_size")?
-        .ok_or_else(|| bad_attr(n, "hidden_size", "is required"))?;
-    if hidden < 1 {
-        return Err(bad_attr(n, "hidden_size", "must be positive"));
-    }
-    let dirs = match attrs::string(n, "direction", "forward")?.as_str() {
-        "forward" => vec![false],
-        "reverse" => vec![true],
-        "bidirectional" => vec![false, true],
-        other => {
-            return Err(bad_attr(
-                n,
-                "direction",
-                format!("'{other}' is not forward, reverse or bidirectional"),
-            ))
-        }
-    };
+    let (hidden, dirs) = hidden_and_directions(n)?;
     Ok(Box::new(RnnKernel {
         node: n.describe(),
         kind,
-        hidden: hidden as usize,
+        hidden,
         acts: parse_acts(n, kind, dirs.len())?,
         dirs,
         clip: attrs::opt_float(n, "clip")?.map(|v| v as f64),
