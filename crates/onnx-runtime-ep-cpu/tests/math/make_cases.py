@@ -1,4 +1,4 @@
-"""Writes the ONNX backend node cases of the `math` ops as JSON for src/ops/math/backend_cases.rs,
+"""Writes the ONNX backend node cases of the `math` ops as JSON for tests/math_reference.rs,
 with the exporter of tests/nn/make_cases.py. Usage: python3 make_cases.py OUT.json"""
 import json
 import os

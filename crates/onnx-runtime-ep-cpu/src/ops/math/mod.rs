@@ -26,8 +26,6 @@ mod variadic;
 pub mod vecmath;
 
 #[cfg(test)]
-mod backend_cases;
-#[cfg(test)]
 mod testutil;
 
 pub fn register(r: &mut CpuRegistry) {
