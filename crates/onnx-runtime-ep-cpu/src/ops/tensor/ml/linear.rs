@@ -1,11 +1,11 @@
 //! Linear models of `ai.onnx.ml`: LinearClassifier and LinearRegressor.
 
-use super::super::common::{from_f64s, invalid, one};
-use super::{features, PostTransform};
+use super::super::common::{invalid, one};
+use super::{argmax, f64s, rows, score_tensor, PostTransform};
 use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
-use onnx_runtime_ir::{DataType, Node};
+use onnx_runtime_ir::Node;
 
 /// Class labels of a classifier: int64s or strings.
 #[derive(Clone)]
@@ -58,17 +58,7 @@ fn linear(
     bias: &[f64],
     targets: usize,
 ) -> Result<(usize, Vec<f64>), EpError> {
-    let v = features(node, x)?;
-    let (n, c) = match *x.shape() {
-        [c] => (1, c),
-        [n, c] => (n, c),
-        _ => {
-            return Err(invalid(
-                node,
-                format!("X must be [N, C] or [C], got {:?}", x.shape()),
-            ))
-        }
-    };
+    let (n, c, v) = rows(node, x)?;
     if coef.len() != targets * c {
         return Err(invalid(
             node,
@@ -99,14 +89,6 @@ fn linear(
     Ok((n, out))
 }
 
-fn f64s(node: &Node, name: &str) -> Result<Vec<f64>, EpError> {
-    Ok(attrs::opt_floats(node, name)?
-        .unwrap_or_default()
-        .iter()
-        .map(|&v| v as f64)
-        .collect())
-}
-
 fn build_classifier(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
     let coef = f64s(ctx.node, "coefficients")?;
@@ -127,8 +109,7 @@ fn build_classifier(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErro
         for row in s.chunks_mut(k) {
             post.apply(row);
             if k > 1 {
-                let best = (0..k).fold(0, |b, i| if row[i] > row[b] { i } else { b });
-                picks.push(Some(best));
+                picks.push(Some(argmax(row)));
             } else {
                 let th = if post == PostTransform::None {
                     0.0
@@ -144,7 +125,7 @@ fn build_classifier(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErro
                 format!("{k} scores but only {} class labels", labels.len()),
             ));
         }
-        let z = from_f64s(DataType::Float32, vec![n, k], &s).expect("float");
+        let z = score_tensor(n, k, &s);
         Ok(vec![Value::Tensor(labels.tensor(&picks)), Value::Tensor(z)])
     }))
 }
@@ -158,10 +139,8 @@ fn build_regressor(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
     Ok(kernel_fn(move |inputs| {
         let x = tensor_input(&node, inputs, 0)?;
         let (n, mut s) = linear(&node, x, &coef, &bias, targets)?;
-        for row in s.chunks_mut(targets) {
-            post.apply(row);
-        }
-        one(from_f64s(DataType::Float32, vec![n, targets], &s).expect("float"))
+        post.apply_rows(&mut s, targets);
+        one(score_tensor(n, targets, &s))
     }))
 }
 

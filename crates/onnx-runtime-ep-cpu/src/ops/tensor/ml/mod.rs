@@ -1,9 +1,10 @@
 //! The `ai.onnx.ml` operators: preprocessing, encoders, linear models, support vector machines,
 //! tree ensembles and ZipMap.
 
-use super::common::invalid;
-use crate::{CpuRegistry, Tensor};
+use super::common::{from_f64s, invalid};
+use crate::{attrs, CpuRegistry, Tensor};
 use onnx_runtime_ep_api::EpError;
+use onnx_runtime_ir::{DataType, Node};
 
 mod label_encoder;
 mod linear;
@@ -17,6 +18,38 @@ pub(crate) fn features(node: &str, x: &Tensor) -> Result<Vec<f64>, EpError> {
     x.to_f64_vec()
         .filter(|_| x.dtype() != onnx_runtime_ir::DataType::Bool)
         .ok_or_else(|| invalid(node, format!("input must be numeric, got {}", x.dtype())))
+}
+
+/// X as rows of features: (rows, features per row, values). X is [N, C] or [C].
+pub(crate) fn rows(node: &str, x: &Tensor) -> Result<(usize, usize, Vec<f64>), EpError> {
+    let v = features(node, x)?;
+    match *x.shape() {
+        [c] => Ok((1, c, v)),
+        [n, c] => Ok((n, c, v)),
+        _ => Err(invalid(
+            node,
+            format!("X must be [N, C] or [C], got {:?}", x.shape()),
+        )),
+    }
+}
+
+/// An optional floats attribute as f64 (empty when absent).
+pub(crate) fn f64s(node: &Node, name: &str) -> Result<Vec<f64>, EpError> {
+    Ok(attrs::opt_floats(node, name)?
+        .unwrap_or_default()
+        .iter()
+        .map(|&v| v as f64)
+        .collect())
+}
+
+/// The first position of the largest value.
+pub(crate) fn argmax(v: &[f64]) -> usize {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
+}
+
+/// `n` rows of `width` scores as a float tensor [n, width].
+pub(crate) fn score_tensor(n: usize, width: usize, scores: &[f64]) -> Tensor {
+    from_f64s(DataType::Float32, vec![n, width], scores).expect("float")
 }
 
 /// The score transforms classifiers and regressors share.
@@ -68,6 +101,13 @@ impl PostTransform {
                 })
             }
         }
+    }
+
+    /// Applies the transform in place to each row of `width` scores.
+    pub fn apply_rows(self, scores: &mut [f64], width: usize) {
+        scores
+            .chunks_mut(width.max(1))
+            .for_each(|row| self.apply(row));
     }
 
     /// Applies the transform to one row of scores in place.

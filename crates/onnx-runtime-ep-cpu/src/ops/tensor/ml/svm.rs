@@ -2,13 +2,13 @@
 //! vectors, or a linear model per class; optional Platt probabilities coupled pairwise) and
 //! SVMRegressor. Kernels: LINEAR, POLY, RBF, SIGMOID. Math in f64, scores out as float.
 
-use super::super::common::{from_f64s, invalid, one};
+use super::super::common::{invalid, one};
 use super::linear::Labels;
-use super::{features, logistic, probit, PostTransform};
+use super::{argmax, f64s, logistic, probit, rows, score_tensor, PostTransform};
 use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
-use onnx_runtime_ir::{DataType, Node};
+use onnx_runtime_ir::Node;
 
 #[derive(Clone, Copy, PartialEq)]
 enum KernelType {
@@ -68,27 +68,6 @@ impl SvmKernel {
                 (-self.gamma * d2).exp()
             }
         }
-    }
-}
-
-fn f64s(node: &Node, name: &str) -> Result<Vec<f64>, EpError> {
-    Ok(attrs::opt_floats(node, name)?
-        .unwrap_or_default()
-        .iter()
-        .map(|&v| v as f64)
-        .collect())
-}
-
-/// X as rows of features: (rows, features per row, values). X is [N, C] or [C].
-fn rows(node: &str, x: &Tensor) -> Result<(usize, usize, Vec<f64>), EpError> {
-    let v = features(node, x)?;
-    match *x.shape() {
-        [c] => Ok((1, c, v)),
-        [n, c] => Ok((n, c, v)),
-        _ => Err(invalid(
-            node,
-            format!("X must be [N, C] or [C], got {:?}", x.shape()),
-        )),
     }
 }
 
@@ -284,7 +263,7 @@ impl Classifier {
             out.extend(row_scores);
         }
         let labels = self.label_tensor(&picks)?;
-        let z = from_f64s(DataType::Float32, vec![n, width], &out).expect("float");
+        let z = score_tensor(n, width, &out);
         Ok(vec![Value::Tensor(labels), Value::Tensor(z)])
     }
 
@@ -319,11 +298,6 @@ impl Classifier {
             .labels
             .tensor(&picks.iter().map(|&i| Some(i)).collect::<Vec<_>>()))
     }
-}
-
-/// The first position of the largest value.
-fn argmax(v: &[f64]) -> usize {
-    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
 }
 
 fn build_classifier(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
@@ -395,11 +369,10 @@ fn build_regressor(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
             if one_class {
                 s = if s > 0.0 { 1.0 } else { -1.0 };
             }
-            let mut one_row = [s];
-            post.apply(&mut one_row);
-            out.push(one_row[0]);
+            out.push(s);
         }
-        one(from_f64s(DataType::Float32, vec![n, 1], &out).expect("float"))
+        post.apply_rows(&mut out, 1);
+        one(score_tensor(n, 1, &out))
     }))
 }
 

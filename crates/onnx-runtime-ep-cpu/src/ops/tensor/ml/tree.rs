@@ -3,7 +3,7 @@
 
 use super::super::common::{from_f64s, invalid, one};
 use super::linear::Labels;
-use super::{features, PostTransform};
+use super::{argmax, features, score_tensor, PostTransform};
 use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
@@ -460,9 +460,7 @@ fn build_tree_ensemble(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpE
     Ok(kernel_fn(move |inputs| {
         let x = tensor_input(&node, inputs, 0)?;
         let (n, mut s) = f.predict(&node, x)?;
-        for row in s.chunks_mut(f.n_targets.max(1)) {
-            post.apply(row);
-        }
+        post.apply_rows(&mut s, f.n_targets);
         let dt = if x.dtype().is_float() {
             x.dtype()
         } else {
@@ -485,7 +483,7 @@ fn build_regressor(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
             row.iter_mut().zip(&base).for_each(|(a, b)| *a += b);
             post.apply(row);
         }
-        one(from_f64s(DataType::Float32, vec![n, k], &s).expect("float"))
+        one(score_tensor(n, k, &s))
     }))
 }
 
@@ -518,10 +516,10 @@ fn build_classifier(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErro
                 };
             }
             post.apply(row);
-            let best = (0..cols).fold(0, |b, i| if row[i] > row[b] { i } else { b });
+            let best = argmax(row);
             picks.push(Some(best.min(labels.len().saturating_sub(1))));
         }
-        let z = from_f64s(DataType::Float32, vec![n, cols], &out).expect("float");
+        let z = score_tensor(n, cols, &out);
         Ok(vec![Value::Tensor(labels.tensor(&picks)), Value::Tensor(z)])
     }))
 }
