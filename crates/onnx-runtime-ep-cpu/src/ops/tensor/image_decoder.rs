@@ -56,17 +56,16 @@ fn decode(node: &str, bytes: &[u8], format: PixelFormat) -> Result<Tensor, EpErr
             bytes.len()
         ),
     })?;
-    let rgb = img.to_rgb8();
+    // Moves the decoded buffer when it already is 8-bit RGB (converts otherwise).
+    let rgb = img.into_rgb8();
     let (w, h) = (rgb.width() as usize, rgb.height() as usize);
-    let px = rgb.as_raw();
+    let mut px = rgb.into_raw();
     Ok(match format {
-        PixelFormat::Rgb => Tensor::from_vec(vec![h, w, 3], px.clone()),
-        PixelFormat::Bgr => Tensor::from_vec(
-            vec![h, w, 3],
-            px.chunks_exact(3)
-                .flat_map(|p| [p[2], p[1], p[0]])
-                .collect(),
-        ),
+        PixelFormat::Rgb => Tensor::from_vec(vec![h, w, 3], px),
+        PixelFormat::Bgr => {
+            px.chunks_exact_mut(3).for_each(|p| p.swap(0, 2));
+            Tensor::from_vec(vec![h, w, 3], px)
+        }
         PixelFormat::Grayscale => Tensor::from_vec(
             vec![h, w, 1],
             px.chunks_exact(3).map(|p| luma(p[0], p[1], p[2])).collect(),
