@@ -4,8 +4,10 @@
 //! to pay for the hand-off.
 
 use super::common::{self, Real};
-use super::scratch::{fill, par_build, with_scratch, worth_parallel, ChunkDone};
-use super::window::{row_phases, Window};
+use super::scratch::PhaseRows;
+use super::scratch::{fill, par_build, planes_per_task, run_simd, with_scratch};
+use super::scratch::{ChunkDone, SimdWork};
+use super::window::Window;
 use half::{bf16, f16};
 use std::mem::MaybeUninit;
 
@@ -19,9 +21,6 @@ macro_rules! max_elem {
 }
 max_elem!(f32 => f32::NEG_INFINITY, f64 => f64::NEG_INFINITY, f16 => f16::NEG_INFINITY,
     bf16 => bf16::NEG_INFINITY, i8 => i8::MIN, u8 => u8::MIN);
-
-/// Multiply-adds (or compares) one parallel task should get at least.
-const TASK_WORK: usize = 1 << 15;
 
 /// Per output index along one axis: the number of valid taps and the count including
 /// padding (AveragePool's count_include_pad divisor).
@@ -57,23 +56,16 @@ fn planes_vec<T: Send>(
     work_per_plane: usize,
     f: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync + Send,
 ) -> Vec<T> {
-    let parallel = worth_parallel(planes * work_per_plane);
-    let per_task = if parallel {
-        let threads = rayon::current_num_threads();
-        TASK_WORK
-            .div_ceil(work_per_plane.max(1))
-            .max(planes / (4 * threads))
-            .clamp(1, planes.max(1))
-    } else {
-        planes.max(1)
-    };
+    let per_task = planes_per_task(planes, work_per_plane);
+    let parallel = per_task.is_some();
+    let per_task = per_task.unwrap_or(planes.max(1));
     par_build(
         planes * plane,
         per_task * plane.max(1),
         parallel,
         |i, chunk| {
             f(i * per_task, chunk);
-            // SAFETY: `f` (pool_planes / the global reductions) writes every element of its
+            // SAFETY: `f` (PoolPlanes / the global reductions) writes every element of its
             // chunk.
             unsafe { ChunkDone::new() }
         },
@@ -85,7 +77,15 @@ pub fn max2d<T: MaxElem>(x: &[T], planes: usize, w: &Window) -> Vec<T> {
     let plane = w.output_size();
     let step = |a: T, b: T| if b > a { b } else { a };
     planes_vec(planes, plane, plane * w.kernel_size(), |first, out| {
-        pool_planes(x, w, first, out, T::LOWEST, step, |_: &mut [T], _| {})
+        run_simd(PoolPlanes {
+            x,
+            w,
+            first,
+            out,
+            pad: T::LOWEST,
+            step,
+            finish: &|_: &mut [T], _| {},
+        })
     })
 }
 
@@ -106,94 +106,69 @@ pub fn avg2d<T: Real>(x: &[T], planes: usize, w: &Window, include_pad: bool) -> 
         }
     };
     planes_vec(planes, plane, plane * w.kernel_size(), |first, out| {
-        pool_planes(x, w, first, out, T::zero(), |a: T, b: T| a + b, finish)
+        run_simd(PoolPlanes {
+            x,
+            w,
+            first,
+            out,
+            pad: T::zero(),
+            step: |a: T, b: T| a + b,
+            finish: &finish,
+        })
     })
 }
 
-type Finish<'a, T> = &'a (dyn Fn(&mut [T], usize) + Sync);
-
-fn pool_planes<T: bytemuck::Pod, F: Fn(T, T) -> T + Copy>(
-    x: &[T],
-    w: &Window,
+/// Output planes `first..` of a 2-D pool (as many as `out` holds): each output row starts at
+/// `pad`, folds in every tap with `step`, then gets `finish(row, oy)`.
+struct PoolPlanes<'a, T, F> {
+    x: &'a [T],
+    w: &'a Window,
     first: usize,
-    out: &mut [MaybeUninit<T>],
+    out: &'a mut [MaybeUninit<T>],
     pad: T,
     step: F,
-    finish: impl Fn(&mut [T], usize) + Sync,
-) {
-    let finish: Finish<'_, T> = &finish;
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has the feature `pool_planes_avx2` is compiled for.
-            unsafe { pool_planes_avx2(x, w, first, out, pad, step, finish) };
-            return;
-        }
-    }
-    pool_planes_body(x, w, first, out, pad, step, finish);
+    finish: &'a (dyn Fn(&mut [T], usize) + Sync),
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn pool_planes_avx2<T: bytemuck::Pod, F: Fn(T, T) -> T + Copy>(
-    x: &[T],
-    w: &Window,
-    first: usize,
-    out: &mut [MaybeUninit<T>],
-    pad: T,
-    step: F,
-    finish: Finish<'_, T>,
-) {
-    pool_planes_body(x, w, first, out, pad, step, finish);
-}
-
-/// Writes output planes `first..` (as many as `out` holds): each output row starts at `pad`,
-/// folds in every tap with `step`, then gets `finish(row, oy)`.
-#[inline(always)]
-fn pool_planes_body<T: bytemuck::Pod, F: Fn(T, T) -> T + Copy>(
-    x: &[T],
-    w: &Window,
-    first: usize,
-    out: &mut [MaybeUninit<T>],
-    pad: T,
-    step: F,
-    finish: Finish<'_, T>,
-) {
-    let (ih, iw) = (w.input[0], w.input[1]);
-    let (oh, ow) = (w.output[0], w.output[1]);
-    let (kh, kw) = (w.kernel[0], w.kernel[1]);
-    let (sh, sw) = (w.strides[0], w.strides[1]);
-    let (dh, dw) = (w.dilations[0], w.dilations[1]);
-    let (pt, pl) = (w.pad_begin[0], w.pad_begin[1]);
-    let plen = ow + ((kw - 1) * dw) / sw;
-    let row_len = sw * plen;
-    let plane = oh * ow;
-    with_scratch(ih * row_len, |rows: &mut [T]| {
-        for (j, o) in out.chunks_mut(plane).enumerate() {
-            let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
-            for (iy, dst) in rows.chunks_exact_mut(row_len).enumerate() {
-                row_phases(&xp[iy * iw..(iy + 1) * iw], pl, sw, plen, pad, dst);
-            }
-            for oy in 0..oh {
-                let orow = fill(&mut o[oy * ow..(oy + 1) * ow], pad);
-                for ky in 0..kh {
-                    let iy = (oy * sh + ky * dh) as isize - pt as isize;
-                    if iy < 0 || iy >= ih as isize {
-                        continue;
-                    }
-                    for kx in 0..kw {
-                        let t = kx * dw;
-                        let start = iy as usize * row_len + (t % sw) * plen + t / sw;
-                        let src = &rows[start..start + ow];
-                        for (v, &s) in orow.iter_mut().zip(src) {
-                            *v = step(*v, s);
+impl<T: bytemuck::Pod, F: Fn(T, T) -> T + Copy> SimdWork for PoolPlanes<'_, T, F> {
+    #[inline(always)]
+    fn run(self) {
+        let PoolPlanes {
+            x,
+            w,
+            first,
+            out,
+            pad,
+            step,
+            finish,
+        } = self;
+        let g = PhaseRows::new(w);
+        let (ih, iw, oh, ow) = (g.ih, g.iw, g.oh, g.ow);
+        let plane = oh * ow;
+        with_scratch(g.plane_len(), |rows: &mut [T]| {
+            for (j, o) in out.chunks_mut(plane).enumerate() {
+                g.lay_out(
+                    &x[(first + j) * ih * iw..(first + j + 1) * ih * iw],
+                    pad,
+                    rows,
+                );
+                for oy in 0..oh {
+                    let orow = fill(&mut o[oy * ow..(oy + 1) * ow], pad);
+                    for ky in 0..g.kh {
+                        for kx in 0..g.kw {
+                            let Some(src) = g.run(rows, oy, ky, kx) else {
+                                break;
+                            };
+                            for (v, &s) in orow.iter_mut().zip(src) {
+                                *v = step(*v, s);
+                            }
                         }
                     }
+                    finish(orow, oy);
                 }
-                finish(orow, oy);
             }
-        }
-    });
+        });
+    }
 }
 
 /// Global max over each plane of `inner` elements.

@@ -1,7 +1,9 @@
 //! Buffers for the hot `nn` kernels: per-thread reusable scratch (no allocation or zero-fill
-//! per call), outputs written in place without a zero-fill, and a pointer that parallel tasks
-//! share to write disjoint blocks of one output.
+//! per call), input planes laid out there as stride-phase-split rows, outputs written in place
+//! without a zero-fill, a pointer that parallel tasks share to write disjoint blocks of one
+//! output, the parallel split over planes and the AVX2 dispatch.
 
+use super::window::{row_phases, Window};
 use bytemuck::Pod;
 use std::cell::Cell;
 use std::mem::MaybeUninit;
@@ -35,6 +37,91 @@ pub fn fill<T: Copy>(row: &mut [MaybeUninit<T>], v: T) -> &mut [T] {
     }
     // SAFETY: every element was just written; `MaybeUninit<T>` has `T`'s layout.
     unsafe { &mut *(row as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
+/// A 2-D window's geometry for input planes laid out as padded, stride-phase-split rows
+/// ([`row_phases`]): every input row becomes `strides[1]` phases of `plen` elements, so the
+/// input an output row reads for one kernel tap is one contiguous run of `ow` elements.
+pub struct PhaseRows {
+    pub ih: usize,
+    pub iw: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub kh: usize,
+    pub kw: usize,
+    sh: usize,
+    sw: usize,
+    dh: usize,
+    dw: usize,
+    pt: usize,
+    pl: usize,
+    plen: usize,
+    row_len: usize,
+}
+
+impl PhaseRows {
+    /// The layout for a 2-D `w`.
+    pub fn new(w: &Window) -> PhaseRows {
+        let (ow, kw, sw, dw) = (w.output[1], w.kernel[1], w.strides[1], w.dilations[1]);
+        // Phase length: output column o of tap kx reads phase (kx*dw % sw) at o + kx*dw / sw.
+        let plen = ow + ((kw - 1) * dw) / sw;
+        PhaseRows {
+            ih: w.input[0],
+            iw: w.input[1],
+            oh: w.output[0],
+            ow,
+            kh: w.kernel[0],
+            kw,
+            sh: w.strides[0],
+            sw,
+            dh: w.dilations[0],
+            dw,
+            pt: w.pad_begin[0],
+            pl: w.pad_begin[1],
+            plen,
+            row_len: sw * plen,
+        }
+    }
+
+    /// Elements of one laid-out input plane.
+    pub fn plane_len(&self) -> usize {
+        self.ih * self.row_len
+    }
+
+    /// One phase's length (at least `ow`).
+    pub fn phase_len(&self) -> usize {
+        self.plen
+    }
+
+    /// Lays out input plane `xp` ([ih, iw]) into `rows` (`plane_len` long), `pad` in the
+    /// padding.
+    #[inline(always)]
+    pub fn lay_out<T: Copy>(&self, xp: &[T], pad: T, rows: &mut [T]) {
+        let iw = self.iw;
+        for (iy, dst) in rows.chunks_exact_mut(self.row_len).enumerate() {
+            row_phases(
+                &xp[iy * iw..(iy + 1) * iw],
+                self.pl,
+                self.sw,
+                self.plen,
+                pad,
+                dst,
+            );
+        }
+    }
+
+    /// The run kernel tap (ky, kx) reads in `rows` for output row `oy`; `None` when that tap
+    /// row lies in the top or bottom padding.
+    #[inline(always)]
+    pub fn run<'r, T>(&self, rows: &'r [T], oy: usize, ky: usize, kx: usize) -> Option<&'r [T]> {
+        let iy = (oy * self.sh + ky * self.dh) as isize - self.pt as isize;
+        if iy < 0 || iy >= self.ih as isize {
+            return None;
+        }
+        let t = kx * self.dw;
+        let start = iy as usize * self.row_len + (t % self.sw) * self.plen + t / self.sw;
+        Some(&rows[start..start + self.ow])
+    }
 }
 
 /// A vector of `len` elements built by `f`, which gets the uninitialised storage.
@@ -93,6 +180,52 @@ impl ChunkDone {
 #[inline]
 pub fn worth_parallel(work: usize) -> bool {
     work >= 1 << 16 && rayon::current_num_threads() > 1
+}
+
+/// Element-operations one parallel task over output planes should get at least.
+const TASK_WORK: usize = 1 << 15;
+
+/// How many of `planes` output planes (of `work_per_plane` element-operations each) one
+/// parallel task gets; `None` when the job is not worth spreading over threads.
+pub fn planes_per_task(planes: usize, work_per_plane: usize) -> Option<usize> {
+    if !worth_parallel(planes * work_per_plane) {
+        return None;
+    }
+    let threads = rayon::current_num_threads();
+    Some(
+        TASK_WORK
+            .div_ceil(work_per_plane.max(1))
+            .max(planes / (4 * threads))
+            .clamp(1, planes.max(1)),
+    )
+}
+
+/// A hot loop nest compiled twice, as built and for AVX2+FMA, the copy chosen at run time
+/// by [`run_simd`]. `run` must be `#[inline(always)]` so its loops are compiled into each
+/// copy (and vectorize for the wider registers in the AVX2 one).
+pub trait SimdWork {
+    fn run(self);
+}
+
+/// Runs `work` compiled for AVX2+FMA when the CPU has them, as built otherwise.
+#[inline(always)]
+pub fn run_simd<W: SimdWork>(work: W) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has the features `run_avx2_fma` is compiled for.
+            unsafe { run_avx2_fma(work) };
+            return;
+        }
+    }
+    work.run();
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn run_avx2_fma<W: SimdWork>(work: W) {
+    work.run();
 }
 
 /// A raw output pointer that parallel tasks share; each writes only its own disjoint block.
