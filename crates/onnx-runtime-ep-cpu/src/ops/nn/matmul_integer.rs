@@ -13,14 +13,14 @@ use onnx_runtime_ir::DataType;
 
 const OP: &str = "MatMulInteger";
 
-/// 8-bit integer values as f64.
-fn widen(node: &str, t: &Tensor, what: &str) -> Result<Vec<f64>, EpError> {
+/// 8-bit integer values as f64 (`op`'s input `what`: uint8 or int8).
+pub(super) fn widen(node: &str, op: &str, t: &Tensor, what: &str) -> Result<Vec<f64>, EpError> {
     match t.dtype() {
         DataType::Uint8 => Ok(t.data::<u8>().iter().map(|&v| v as f64).collect()),
         DataType::Int8 => Ok(t.data::<i8>().iter().map(|&v| v as f64).collect()),
         other => Err(unsupported(
             node,
-            OP,
+            op,
             other,
             &format!("uint8 or int8 {what}"),
         )),
@@ -91,7 +91,7 @@ fn centered(
     row: bool,
     what: &str,
 ) -> Result<Vec<f64>, EpError> {
-    let mut v = widen(node, x, what)?;
+    let mut v = widen(node, OP, x, what)?;
     let Some(zp) = zp else { return Ok(v) };
     if zp.dtype() != x.dtype() {
         return Err(invalid(
@@ -103,7 +103,7 @@ fn centered(
             ),
         ));
     }
-    let z = widen(node, zp, what)?;
+    let z = widen(node, OP, zp, what)?;
     let shape = aligned_zp_shape(node, x.shape(), zp.shape(), row, what)?;
     if z.len() == 1 {
         v.iter_mut().for_each(|e| *e -= z[0]);

@@ -10,6 +10,7 @@
 //! widened once, at build time when they are initializers.
 
 use super::common::{self, invalid, unsupported};
+use super::matmul_integer::widen;
 use super::quant::dynamic_u8_params;
 use super::rnn::{
     check_x_rank, expect_input, hidden_and_directions, parse_acts, sequence_lens, Act, Kind,
@@ -83,19 +84,7 @@ fn prepare(
             ),
         ));
     }
-    let widen = |t: &Tensor| -> Result<Vec<f64>, EpError> {
-        match t.dtype() {
-            DataType::Uint8 => Ok(t.data::<u8>().iter().map(|&v| v as f64).collect()),
-            DataType::Int8 => Ok(t.data::<i8>().iter().map(|&v| v as f64).collect()),
-            other => Err(unsupported(
-                node,
-                OP,
-                other,
-                &format!("uint8 or int8 {what}"),
-            )),
-        }
-    };
-    let qv = widen(q)?;
+    let qv = widen(node, OP, q, what)?;
     if scale.dtype() != DataType::Float32 {
         return Err(unsupported(
             node,
@@ -132,7 +121,7 @@ fn prepare(
                     ),
                 ));
             }
-            widen(z)?
+            widen(node, OP, z, what)?
         }
         None => vec![0.0; sv.len()],
     };
