@@ -3,7 +3,7 @@
 use crate::run::gather_inputs;
 use indicatif::{ProgressBar, ProgressStyle};
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{OptimizationLevel, Session, SessionOptions};
+use onnx_runtime_session::{OptimizationLevel, Profile, Session, SessionOptions};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -16,15 +16,20 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-pub fn bench(
-    path: &Path,
-    warmup: usize,
-    iterations: usize,
-    inputs: &[String],
-    dims: &[String],
-    threads: Option<usize>,
-    optimize: OptimizationLevel,
-) -> Result<(), String> {
+/// What `onnx-runtime bench` was asked for.
+pub struct BenchOptions<'a> {
+    pub warmup: usize,
+    pub iterations: usize,
+    pub inputs: &'a [String],
+    pub dims: &'a [String],
+    pub threads: Option<usize>,
+    pub optimize: OptimizationLevel,
+    /// Print a per-node profile with this many rows per table.
+    pub profile: Option<usize>,
+}
+
+pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
+    let (warmup, iterations, optimize) = (o.warmup, o.iterations, o.optimize);
     if iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
@@ -35,7 +40,7 @@ pub fn bench(
     };
     let session = Session::from_file(path, options).map_err(|e| e.to_string())?;
     let load = t0.elapsed();
-    let feeds = gather_inputs(&session, inputs, true, dims, 0)?;
+    let feeds = gather_inputs(&session, o.inputs, true, o.dims, 0)?;
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     for _ in 0..warmup {
         session.run(&refs).map_err(|e| e.to_string())?;
@@ -60,7 +65,7 @@ pub fn bench(
     println!("model: {}", path.display());
     println!(
         "threads: {}, warmup: {warmup}, iterations: {iterations}, optimize: {optimize:?}, load: {:.1} ms",
-        threads.unwrap_or_else(rayon::current_num_threads),
+        o.threads.unwrap_or_else(rayon::current_num_threads),
         ms(load)
     );
     println!(
@@ -75,5 +80,51 @@ pub fn bench(
         "throughput: {:.2} runs/s",
         iterations as f64 / total.as_secs_f64()
     );
+    if let Some(rows) = o.profile {
+        let mut profile = Profile::new();
+        for _ in 0..iterations {
+            session
+                .run_profiled(&refs, &mut profile)
+                .map_err(|e| e.to_string())?;
+        }
+        print_profile(&profile, rows);
+    }
     Ok(())
+}
+
+/// The per-node profile: time per run by op type, then the most expensive nodes.
+fn print_profile(p: &Profile, rows: usize) {
+    let runs = p.runs().max(1) as f64;
+    let total = ms(p.total()).max(f64::MIN_POSITIVE);
+    println!(
+        "profile over {} runs: {:.3} ms per run in nodes",
+        p.runs(),
+        ms(p.total()) / runs
+    );
+    println!(
+        "  {:<28} {:>7} {:>10} {:>6}",
+        "op type", "calls", "ms/run", "%"
+    );
+    for (op, t) in p.by_op_type().into_iter().take(rows) {
+        println!(
+            "  {:<28} {:>7.0} {:>10.3} {:>5.1}%",
+            op,
+            t.calls as f64 / runs,
+            ms(t.total) / runs,
+            100.0 * ms(t.total) / total
+        );
+    }
+    println!(
+        "  {:<40} {:<20} {:>10} {:>6}",
+        "node", "op type", "ms/run", "%"
+    );
+    for (node, op, t) in p.by_node().into_iter().take(rows) {
+        println!(
+            "  {:<40} {:<20} {:>10.3} {:>5.1}%",
+            node,
+            op,
+            ms(t.total) / runs,
+            100.0 * ms(t.total) / total
+        );
+    }
 }

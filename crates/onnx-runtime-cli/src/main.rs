@@ -100,6 +100,10 @@ enum Command {
         inputs: Vec<String>,
         #[arg(long = "dim", value_name = "NAME=SIZE")]
         dims: Vec<String>,
+        /// After the timed runs, time every node over as many runs again and print where
+        /// the time goes, by op type and by node (the N most expensive of each).
+        #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "15")]
+        profile: Option<usize>,
     },
 }
 
@@ -116,7 +120,18 @@ fn check_ep(ep: Ep) -> Result<(), String> {
     }
 }
 
+/// Rust ignores SIGPIPE, so printing into a closed pipe (`onnx-runtime info m.onnx | head`)
+/// would panic; restore the default so the process ends quietly as other tools do.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first in main, before any other thread exists; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     if let Some(n) = cli.threads {
         if let Err(e) = rayon::ThreadPoolBuilder::new()
@@ -176,14 +191,18 @@ fn main() -> ExitCode {
             iterations,
             inputs,
             dims,
+            profile,
         } => bench::bench(
             &model,
-            warmup,
-            iterations,
-            &inputs,
-            &dims,
-            cli.threads,
-            cli.optimize,
+            &bench::BenchOptions {
+                warmup,
+                iterations,
+                inputs: &inputs,
+                dims: &dims,
+                threads: cli.threads,
+                optimize: cli.optimize,
+                profile,
+            },
         )
         .map(|_| 0),
     };

@@ -313,7 +313,13 @@ fn bias_gelu_kernel<O: FloatOp>(ctx: &BuildContext<'_>, op: O) -> Box<dyn CpuKer
             Some(b) => {
                 info.same_dtype(x, b)?;
                 if x.dtype() == onnx_runtime_ir::DataType::Float32 {
-                    binary::<f32>(&info.desc, x, b, |v, c| op.f32(v + c))?
+                    binary::<f32>(
+                        &info.desc,
+                        x,
+                        b,
+                        #[inline(always)]
+                        |v, c| op.f32(v + c),
+                    )?
                 } else {
                     dispatch_float!(x.dtype(), T => binary::<T>(&info.desc, x, b, |v, c| {
                         T::down(op.f(v.up() + c.up()))

@@ -24,10 +24,28 @@ pub trait FloatOp: Send + Sync + 'static {
 pub fn float_map<O: FloatOp>(info: &NodeInfo, x: &Tensor, op: &O) -> Result<Tensor, EpError> {
     use half::{bf16, f16};
     Ok(match x.dtype() {
-        DataType::Float32 => unary::<f32, f32>(x, |v| op.f32(v)),
-        DataType::Float64 => unary::<f64, f64>(x, |v| op.f(v)),
-        DataType::Float16 => unary::<f16, f16>(x, |v| f16::from_f32(op.f32(v.to_f32()))),
-        DataType::BFloat16 => unary::<bf16, bf16>(x, |v| bf16::from_f32(op.f32(v.to_f32()))),
+        // Always inlined: the approximations are too big for the inliner's own judgement, and
+        // a call per element would keep the loop scalar.
+        DataType::Float32 => unary::<f32, f32>(
+            x,
+            #[inline(always)]
+            |v| op.f32(v),
+        ),
+        DataType::Float64 => unary::<f64, f64>(
+            x,
+            #[inline(always)]
+            |v| op.f(v),
+        ),
+        DataType::Float16 => unary::<f16, f16>(
+            x,
+            #[inline(always)]
+            |v| f16::from_f32(op.f32(v.to_f32())),
+        ),
+        DataType::BFloat16 => unary::<bf16, bf16>(
+            x,
+            #[inline(always)]
+            |v| bf16::from_f32(op.f32(v.to_f32())),
+        ),
         d => return Err(info.bad_dtype(d, "expected float, double, float16 or bfloat16")),
     })
 }

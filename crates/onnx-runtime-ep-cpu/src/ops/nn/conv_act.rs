@@ -3,6 +3,7 @@
 
 use super::common::{c, Real};
 use crate::attrs;
+use crate::ops::math::vecmath::{self, as_f32_mut};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::Node;
 
@@ -88,26 +89,39 @@ impl Activation {
         })
     }
 
-    /// Applies the activation to every element of `row`.
+    /// Applies the activation to every element of `row` (f32 rows with the vectorized
+    /// approximations and AVX2 when the CPU has it).
     #[inline]
     pub fn apply<T: Real>(self, row: &mut [T]) {
+        if self == Activation::None {
+            return;
+        }
+        if let Some(r) = as_f32_mut(row) {
+            let act = self;
+            vecmath::with_avx2(
+                #[inline(always)]
+                || act.apply_to(r, vecmath::tanh, vecmath::sigmoid),
+            );
+        } else {
+            self.apply_to(row, |v: T| v.tanh(), sigmoid);
+        }
+    }
+
+    /// The activation as branch-free selects (so loops vectorize); NaN stays NaN.
+    #[inline(always)]
+    fn apply_to<T: Real>(self, row: &mut [T], tanh: impl Fn(T) -> T, sigm: impl Fn(T) -> T) {
         let zero = T::zero();
         match self {
             Activation::None => {}
-            Activation::Relu => row.iter_mut().for_each(|v| {
-                if *v < zero {
-                    *v = zero
-                }
-            }),
-            Activation::Tanh => row.iter_mut().for_each(|v| *v = v.tanh()),
-            Activation::Sigmoid => row.iter_mut().for_each(|v| *v = sigmoid(*v)),
+            Activation::Relu => row
+                .iter_mut()
+                .for_each(|v| *v = if *v < zero { zero } else { *v }),
+            Activation::Tanh => row.iter_mut().for_each(|v| *v = tanh(*v)),
+            Activation::Sigmoid => row.iter_mut().for_each(|v| *v = sigm(*v)),
             Activation::LeakyRelu { alpha } => {
                 let a: T = c(alpha);
-                row.iter_mut().for_each(|v| {
-                    if *v < zero {
-                        *v *= a
-                    }
-                })
+                row.iter_mut()
+                    .for_each(|v| *v = if *v < zero { *v * a } else { *v })
             }
             Activation::Clip { min, max } => {
                 let (lo, hi): (T, T) = (c(min), c(max));
@@ -190,6 +204,15 @@ impl<'a, T: Real> Epilogue<'a, T> {
     /// Finishes a GEMM result `row` (no bias yet): adds the bias, Z and the activation.
     #[inline]
     pub fn finish_gemm_row(&self, row: &mut [T], channel: usize, offset: usize) {
+        vecmath::with_avx2(
+            #[inline(always)]
+            || self.add_bias_z(row, channel, offset),
+        );
+        self.act.apply(row);
+    }
+
+    #[inline(always)]
+    fn add_bias_z(&self, row: &mut [T], channel: usize, offset: usize) {
         match (self.bias, self.z) {
             (Some(b), Some(z)) => {
                 let bv = b[channel];
@@ -210,7 +233,6 @@ impl<'a, T: Real> Epilogue<'a, T> {
             }
             (None, None) => {}
         }
-        self.act.apply(row);
     }
 
     pub fn is_noop(&self) -> bool {

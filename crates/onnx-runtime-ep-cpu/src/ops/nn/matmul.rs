@@ -2,6 +2,8 @@
 //! com.microsoft FusedMatMul. Float products run on the SIMD GEMM; f16/bf16 in f32.
 
 use super::common::{self, invalid, unsupported, Real};
+use super::scratch::build_vec;
+use super::sgemm::{gemm_packed_b, PackedB};
 use crate::kernel::{kernel_fn, tensor_input, BuildContext, CpuKernel};
 use crate::shape::broadcast_shapes;
 use crate::{attrs, CpuRegistry, Tensor, Value};
@@ -229,11 +231,85 @@ pub fn matmul_tensor(
     }
 }
 
+/// A constant 2-D float B (weights), packed into GEMM panels once when the kernel is built.
+pub struct PackedWeights {
+    shape: Vec<usize>,
+    dtype: DataType,
+    packed: PackedB,
+}
+
+impl PackedWeights {
+    /// Packs input `index` of the node when it is a constant 2-D f32, f16 or bf16 tensor
+    /// (`trans`: the product uses its transpose).
+    pub fn from_constant(ctx: &BuildContext<'_>, index: usize, trans: bool) -> Option<Self> {
+        let Some(Value::Tensor(t)) = ctx.constant(index) else {
+            return None;
+        };
+        let float = matches!(
+            t.dtype(),
+            DataType::Float32 | DataType::Float16 | DataType::BFloat16
+        );
+        if !float || t.rank() != 2 {
+            return None;
+        }
+        let (r, c) = (t.shape()[0], t.shape()[1]);
+        let (k, n, rs, cs) = if trans { (c, r, 1, c) } else { (r, c, c, 1) };
+        let ub = common::upcast(t);
+        Some(PackedWeights {
+            shape: t.shape().to_vec(),
+            dtype: t.dtype(),
+            packed: PackedB::new(ub.data(), k, n, rs, cs),
+        })
+    }
+
+    /// `alpha * a @ B` on the packed panels when `b` is the tensor these were packed from
+    /// (same shape and type) and `a` is not transposed; None when the general path applies.
+    pub fn matmul(
+        &self,
+        node: &str,
+        a: &Tensor,
+        b: &Tensor,
+        alpha: f32,
+    ) -> Option<Result<Tensor, EpError>> {
+        if a.dtype() != self.dtype || b.dtype() != self.dtype || b.shape() != self.shape {
+            return None;
+        }
+        let p = match plan(
+            node,
+            a.shape(),
+            &[self.packed.k, self.packed.n],
+            false,
+            false,
+        ) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        let rows = p.batch_count() * p.m;
+        let ua = common::upcast(a);
+        let finish = |_: usize, _: usize, row: &mut [f32]| {
+            if alpha != 1.0 {
+                row.iter_mut().for_each(|v| *v *= alpha);
+            }
+        };
+        // SAFETY: gemm_packed_b writes every element of the rows x n output.
+        let out = unsafe {
+            build_vec(rows * self.packed.n, |c| {
+                gemm_packed_b(rows, ua.data(), self.packed.k, 1, &self.packed, c, &finish)
+            })
+        };
+        Some(Ok(common::tensor_from_f32(self.dtype, p.out_shape, out)))
+    }
+}
+
 fn build_matmul(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
+    let weights = PackedWeights::from_constant(ctx, 1, false);
     Ok(kernel_fn(move |inputs| {
         let a = tensor_input(&node, inputs, 0)?;
         let b = tensor_input(&node, inputs, 1)?;
+        if let Some(out) = weights.as_ref().and_then(|w| w.matmul(&node, a, b, 1.0)) {
+            return Ok(vec![Value::Tensor(out?)]);
+        }
         Ok(vec![Value::Tensor(matmul_tensor(
             &node, "MatMul", a, b, false, false, 1.0,
         )?)])
@@ -255,12 +331,18 @@ fn build_fused_matmul(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpEr
             ));
         }
     }
+    let weights = PackedWeights::from_constant(ctx, 1, tb);
     Ok(kernel_fn(move |inputs| {
         let a = tensor_input(&node, inputs, 0)?;
         let b = tensor_input(&node, inputs, 1)?;
         // Transposes apply to rank >= 2 operands only.
         let ta = ta && a.rank() >= 2;
         let tb = tb && b.rank() >= 2;
+        if !ta {
+            if let Some(out) = weights.as_ref().and_then(|w| w.matmul(&node, a, b, alpha)) {
+                return Ok(vec![Value::Tensor(out?)]);
+            }
+        }
         Ok(vec![Value::Tensor(matmul_tensor(
             &node,
             "FusedMatMul",

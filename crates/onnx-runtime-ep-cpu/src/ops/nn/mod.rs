@@ -34,6 +34,8 @@ mod quant;
 mod resize;
 mod rnn;
 mod scratch;
+mod sgemm;
+mod sgemm_kernel;
 mod signal;
 mod subgraph;
 mod training;

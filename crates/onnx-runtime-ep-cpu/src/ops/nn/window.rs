@@ -210,84 +210,99 @@ pub fn im2col_tile<T: Copy + Default>(
     ncols: usize,
     col: &mut [T],
 ) {
+    if ncols == 0 || w.kernel_size() == 0 {
+        return;
+    }
+    check_tile(w, n0, ncols);
+    assert_eq!(
+        col.len(),
+        channels * w.kernel_size() * ncols,
+        "im2col_tile: col size"
+    );
+    for (row, dst) in col.chunks_exact_mut(ncols).enumerate() {
+        im2col_row(x, w, row, n0, dst);
+    }
+}
+
+fn check_tile(w: &Window, n0: usize, ncols: usize) {
+    assert!(
+        w.input.len() <= 8 && n0 + ncols <= w.output_size(),
+        "im2col: bad tile"
+    );
+}
+
+/// Row `row` (channel `row / kernel_size`, kernel tap `row % kernel_size`) of [`im2col`]'s
+/// matrix at output positions `n0..n0 + dst.len()`.
+#[inline]
+fn im2col_row<T: Copy + Default>(x: &[T], w: &Window, row: usize, n0: usize, dst: &mut [T]) {
     let ks = w.kernel_size();
     let in_size = w.input_size();
     let r = w.input.len();
-    if ncols == 0 || ks == 0 {
-        return;
-    }
-    assert!(
-        r <= 8 && n0 + ncols <= w.output_size(),
-        "im2col_tile: bad tile"
-    );
-    assert_eq!(col.len(), channels * ks * ncols, "im2col_tile: col size");
     let last = r - 1;
     let (ow, iw) = (w.output[last], w.input[last]);
     let sw = w.strides[last] as isize;
-    let end = n0 + ncols;
-    for (row, dst) in col.chunks_exact_mut(ncols).enumerate() {
-        let c = row / ks;
-        let mut kr = row % ks;
-        let mut kidx = [0usize; 8];
-        for d in (0..r).rev() {
-            kidx[d] = kr % w.kernel[d];
-            kr /= w.kernel[d];
-        }
-        let xc = &x[c * in_size..(c + 1) * in_size];
-        let kx_off = (kidx[last] * w.dilations[last]) as isize - w.pad_begin[last] as isize;
-        let (mut o, mut pos) = (n0, 0);
-        while o < end {
-            let (mut outer, ox0) = (o / ow, o % ow);
-            let len = (ow - ox0).min(end - o);
-            // Input offset of the outer dims' row, or None if it falls in the padding.
-            let mut base = Some(0usize);
-            let mut stride_acc = iw;
-            for d in (0..last).rev() {
-                let od = outer % w.output[d];
-                outer /= w.output[d];
-                let i = (od * w.strides[d] + kidx[d] * w.dilations[d]) as isize
-                    - w.pad_begin[d] as isize;
-                if i < 0 || i >= w.input[d] as isize {
-                    base = None;
-                    break;
-                }
-                base = base.map(|b| b + i as usize * stride_acc);
-                stride_acc *= w.input[d];
+    let end = n0 + dst.len();
+    let c = row / ks;
+    let mut kr = row % ks;
+    let mut kidx = [0usize; 8];
+    for d in (0..r).rev() {
+        kidx[d] = kr % w.kernel[d];
+        kr /= w.kernel[d];
+    }
+    let xc = &x[c * in_size..(c + 1) * in_size];
+    let kx_off = (kidx[last] * w.dilations[last]) as isize - w.pad_begin[last] as isize;
+    let (mut o, mut pos) = (n0, 0);
+    while o < end {
+        let (mut outer, ox0) = (o / ow, o % ow);
+        let len = (ow - ox0).min(end - o);
+        // Input offset of the outer dims' row, or None if it falls in the padding.
+        let mut base = Some(0usize);
+        let mut stride_acc = iw;
+        for d in (0..last).rev() {
+            let od = outer % w.output[d];
+            outer /= w.output[d];
+            let i =
+                (od * w.strides[d] + kidx[d] * w.dilations[d]) as isize - w.pad_begin[d] as isize;
+            if i < 0 || i >= w.input[d] as isize {
+                base = None;
+                break;
             }
-            let seg = &mut dst[pos..pos + len];
-            match base {
-                None => seg.fill(T::default()),
-                Some(b) => {
-                    let line = &xc[b..b + iw];
-                    let first = ox0 as isize * sw + kx_off;
-                    if sw == 1 && first >= 0 && first as usize + len <= iw {
-                        seg.copy_from_slice(&line[first as usize..first as usize + len]);
+            base = base.map(|b| b + i as usize * stride_acc);
+            stride_acc *= w.input[d];
+        }
+        let seg = &mut dst[pos..pos + len];
+        match base {
+            None => seg.fill(T::default()),
+            Some(b) => {
+                let line = &xc[b..b + iw];
+                let first = ox0 as isize * sw + kx_off;
+                if sw == 1 && first >= 0 && first as usize + len <= iw {
+                    seg.copy_from_slice(&line[first as usize..first as usize + len]);
+                } else {
+                    // Positions j whose input column first + j * sw lies in the row.
+                    let lo = if first >= 0 {
+                        0
                     } else {
-                        // Positions j whose input column first + j * sw lies in the row.
-                        let lo = if first >= 0 {
-                            0
-                        } else {
-                            ((-first) as usize).div_ceil(sw as usize)
-                        };
-                        let last_in = iw as isize - 1 - first;
-                        let hi = if last_in < 0 {
-                            0
-                        } else {
-                            (last_in as usize / sw as usize + 1).min(len)
-                        };
-                        let lo = lo.min(hi);
-                        seg[..lo].fill(T::default());
-                        seg[hi..].fill(T::default());
-                        let start = first + lo as isize * sw;
-                        for (j, v) in seg[lo..hi].iter_mut().enumerate() {
-                            *v = line[(start + j as isize * sw) as usize];
-                        }
+                        ((-first) as usize).div_ceil(sw as usize)
+                    };
+                    let last_in = iw as isize - 1 - first;
+                    let hi = if last_in < 0 {
+                        0
+                    } else {
+                        (last_in as usize / sw as usize + 1).min(len)
+                    };
+                    let lo = lo.min(hi);
+                    seg[..lo].fill(T::default());
+                    seg[hi..].fill(T::default());
+                    let start = first + lo as isize * sw;
+                    for (j, v) in seg[lo..hi].iter_mut().enumerate() {
+                        *v = line[(start + j as isize * sw) as usize];
                     }
                 }
             }
-            o += len;
-            pos += len;
         }
+        o += len;
+        pos += len;
     }
 }
 
