@@ -1,6 +1,7 @@
 //! Per-output-channel affine maps after a Conv with constant weights, folded into the
 //! weights and bias: inference BatchNormalization, and Mul/Add by a constant that varies
-//! at most along the channel axis.
+//! at most along the channel axis. The same Mul/Add after an inference BatchNormalization
+//! folds into its scale and bias.
 
 use super::rewriter::{is_op, other_input, ConstF, Rewriter};
 use onnx_runtime_ir::{NodeId, ValueId};
@@ -80,26 +81,12 @@ fn apply(
 
 /// Conv -> BatchNormalization (inference, constant statistics) becomes one Conv.
 pub(crate) fn fold_batch_norm(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
-    let node = rw.node(id);
-    if !is_op(node, "BatchNormalization") || node.inputs.len() != 5 {
-        return false;
-    }
     // Extra outputs (running statistics in training mode, or the saved ones of old opsets)
     // must be absent.
-    if node.outputs.len() != 1
-        && node.outputs[1..]
-            .iter()
-            .any(|&o| !rw.g.value(o).name.is_empty())
-    {
+    if !inference_batch_norm(rw, id) {
         return false;
     }
-    let int_attr = |k: &str, d: i64| node.attribute(k).and_then(|a| a.as_int()).unwrap_or(d);
-    if int_attr("training_mode", 0) != 0 || int_attr("spatial", 1) != 1 {
-        return false;
-    }
-    if rw.opset < 7 && int_attr("is_test", 0) == 0 {
-        return false;
-    }
+    let node = rw.node(id);
     let eps = node
         .attribute("epsilon")
         .and_then(|a| a.as_float())
@@ -184,6 +171,102 @@ pub(crate) fn fold_mul_add(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
         return true;
     }
     false
+}
+
+/// Inference BatchNormalization -> Mul/Add by a per-channel constant becomes one
+/// BatchNormalization: `(bn(x)) * a` scales gamma and beta by `a`; `bn(x) + b` adds `b` to
+/// beta.
+pub(crate) fn fold_mul_add_into_batch_norm(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+    let node = rw.node(id);
+    let is_mul = is_op(node, "Mul");
+    if !(is_mul || is_op(node, "Add")) || node.outputs.len() != 1 {
+        return false;
+    }
+    let out = node.outputs[0];
+    for &x in node.inputs.clone().iter().flatten() {
+        let Some(other) = other_input(rw.node(id), x) else {
+            return false;
+        };
+        let Some(c) = rw.const_f32(other) else {
+            continue;
+        };
+        let Some(bn_id) = rw.producer_op(x, "BatchNormalization") else {
+            continue;
+        };
+        if rw.sole_consumer(x) != Some(id) || !inference_batch_norm(rw, bn_id) {
+            continue;
+        }
+        let bn = rw.node(bn_id);
+        let (Some(Some(gv)), Some(Some(bv))) = (bn.inputs.get(1), bn.inputs.get(2)) else {
+            continue;
+        };
+        let (gv, bv) = (*gv, *bv);
+        let (Some(gamma), Some(beta)) = (rw.const_f32(gv), rw.const_f32(bv)) else {
+            continue;
+        };
+        let m = gamma.data.len();
+        if gamma.shape != [m] || beta.shape != [m] {
+            continue;
+        }
+        let Some(rank) = rw.static_shape(x).map(|s| s.len()) else {
+            continue;
+        };
+        // The constant must not grow the output (per_channel checks it broadcasts in place).
+        let Some(v) = per_channel(&c, rank, m).filter(|_| rank >= 2) else {
+            continue;
+        };
+        let (g2, b2): (Vec<f64>, Vec<f64>) = if is_mul {
+            (
+                gamma.data.iter().zip(&v).map(|(g, a)| g * a).collect(),
+                beta.data.iter().zip(&v).map(|(b, a)| b * a).collect(),
+            )
+        } else {
+            (
+                gamma.data.clone(),
+                beta.data.iter().zip(&v).map(|(b, a)| b + a).collect(),
+            )
+        };
+        let hint = rw.node(bn_id).name.clone();
+        let hint = if hint.is_empty() { "bn".into() } else { hint };
+        let gnew = rw.add_f32_initializer(&format!("{hint}_scale"), vec![m], &g2);
+        let bnew = rw.add_f32_initializer(&format!("{hint}_B"), vec![m], &b2);
+        let bn = rw.g.node_mut(bn_id);
+        bn.inputs[1] = Some(gnew);
+        bn.inputs[2] = Some(bnew);
+        bn.outputs[0] = out;
+        rw.remove(id);
+        rw.count(if is_mul {
+            "batch_norm_mul"
+        } else {
+            "batch_norm_add"
+        });
+        return true;
+    }
+    false
+}
+
+/// Whether `id` is a BatchNormalization in inference form: five inputs, no extra outputs in
+/// use, not training mode, spatial.
+fn inference_batch_norm(rw: &Rewriter<'_>, id: NodeId) -> bool {
+    let node = rw.node(id);
+    if !is_op(node, "BatchNormalization") || node.inputs.len() != 5 {
+        return false;
+    }
+    if node.inputs.iter().any(Option::is_none) {
+        return false;
+    }
+    if node.outputs.len() != 1
+        && node.outputs[1..]
+            .iter()
+            .any(|&o| !rw.g.value(o).name.is_empty())
+    {
+        return false;
+    }
+    let int_attr = |k: &str, d: i64| node.attribute(k).and_then(|a| a.as_int()).unwrap_or(d);
+    if int_attr("training_mode", 0) != 0 || int_attr("spatial", 1) != 1 {
+        return false;
+    }
+    rw.opset >= 7 || int_attr("is_test", 0) != 0
 }
 
 /// Whether a Conv reads no padding: `pads` absent or all zero and `auto_pad` NOTSET or

@@ -3,7 +3,8 @@
 //! chains of element-wise ops fused into single `com.microsoft` kernels.
 //!
 //! Every rewrite fires only when it computes the same function: its constants are
-//! constants (initializers that are not graph inputs, or `Constant` nodes), the values it
+//! constants (initializers that are not graph inputs, `Constant`/`ConstantOfShape` nodes,
+//! and Identity/Unsqueeze/Squeeze/Reshape/Flatten of those), the values it
 //! removes have no other reader and are neither graph outputs nor read by a subgraph, and
 //! the element types are the ones the fused kernel implements. Subgraphs of If/Loop/Scan
 //! are optimized the same way, on their own.
@@ -26,7 +27,8 @@ pub enum OptimizationLevel {
     /// Run the graph as written.
     None,
     /// Rewrites within standard ONNX ops: no-op nodes removed, BatchNormalization and
-    /// per-channel Mul/Add folded into a preceding Conv.
+    /// per-channel Mul/Add folded into a preceding Conv, per-channel Mul/Add folded into a
+    /// preceding BatchNormalization.
     Basic,
     /// Basic, then fusions into `com.microsoft` ops where the kernel exists (FusedConv,
     /// Gelu, QuickGelu, LayerNormalization, ...).
@@ -68,6 +70,7 @@ fn groups(level: OptimizationLevel) -> Vec<Vec<Pass>> {
             conv_fold::fold_batch_norm,
             conv_fold::fold_mul_add,
             conv_fold::fold_input_affine,
+            conv_fold::fold_mul_add_into_batch_norm,
         ]);
     }
     if level >= OptimizationLevel::All {

@@ -199,6 +199,9 @@ impl<'g> Rewriter<'g> {
         if is_op(node, "ConstantOfShape") {
             return self.constant_of_shape(node);
         }
+        if let Some(t) = self.reshaped_constant(node) {
+            return Some(t);
+        }
         if !is_op(node, "Constant") || node.attributes.len() != 1 {
             return None;
         }
@@ -226,6 +229,116 @@ impl<'g> Rewriter<'g> {
             )),
             _ => None,
         }
+    }
+
+    /// The output of a shape-only op (Identity, Unsqueeze, Squeeze, Reshape, Flatten) on a
+    /// constant: the same elements under the output's shape.
+    fn reshaped_constant(&self, node: &Node) -> Option<TensorData> {
+        let op = node.op_type.as_str();
+        if !node.normalized_domain().is_empty()
+            || !matches!(
+                op,
+                "Identity" | "Unsqueeze" | "Squeeze" | "Reshape" | "Flatten"
+            )
+        {
+            return None;
+        }
+        let t = self.constant(node.inputs.first().copied().flatten()?)?;
+        let shape = &t.shape;
+        let axes = || -> Option<Option<Vec<i64>>> {
+            match node.inputs.get(1).copied().flatten() {
+                Some(a) => Some(Some(self.const_ints(a)?)),
+                None => Some(
+                    node.attribute("axes")
+                        .and_then(|a| a.as_ints())
+                        .map(<[i64]>::to_vec),
+                ),
+            }
+        };
+        let norm = |a: i64, rank: usize| -> Option<usize> {
+            let r = rank as i64;
+            let a = if a < 0 { a + r } else { a };
+            (0..r).contains(&a).then_some(a as usize)
+        };
+        let new_shape: Vec<usize> = match op {
+            "Identity" => shape.clone(),
+            "Unsqueeze" => {
+                let axes = axes()??;
+                let rank = shape.len() + axes.len();
+                let mut ones = vec![false; rank];
+                for &a in &axes {
+                    let a = norm(a, rank)?;
+                    if std::mem::replace(&mut ones[a], true) {
+                        return None;
+                    }
+                }
+                let mut rest = shape.iter();
+                ones.iter()
+                    .map(|&one| if one { Some(1) } else { rest.next().copied() })
+                    .collect::<Option<_>>()?
+            }
+            "Squeeze" => match axes()? {
+                None => shape.iter().copied().filter(|&d| d != 1).collect(),
+                Some(axes) => {
+                    let drop: Vec<usize> = axes
+                        .iter()
+                        .map(|&a| norm(a, shape.len()))
+                        .collect::<Option<_>>()?;
+                    if drop.iter().any(|&a| shape[a] != 1) {
+                        return None;
+                    }
+                    (0..shape.len())
+                        .filter(|i| !drop.contains(i))
+                        .map(|i| shape[i])
+                        .collect()
+                }
+            },
+            "Flatten" => {
+                let axis = node.attribute("axis").and_then(|a| a.as_int()).unwrap_or(1);
+                let axis = if axis < 0 {
+                    axis + shape.len() as i64
+                } else {
+                    axis
+                };
+                let axis = usize::try_from(axis).ok().filter(|&a| a <= shape.len())?;
+                vec![
+                    shape[..axis].iter().product(),
+                    shape[axis..].iter().product(),
+                ]
+            }
+            _ => {
+                // Reshape: 0 copies the input's dimension (unless allowzero), -1 is inferred.
+                let want = self.const_ints(node.inputs.get(1).copied().flatten()?)?;
+                let allowzero = node.attribute("allowzero").and_then(|a| a.as_int()) == Some(1);
+                let mut out = Vec::with_capacity(want.len());
+                let mut infer = None;
+                for (i, &d) in want.iter().enumerate() {
+                    match d {
+                        -1 if infer.is_none() => {
+                            infer = Some(i);
+                            out.push(1);
+                        }
+                        0 if !allowzero => out.push(*shape.get(i)?),
+                        d if d >= 0 => out.push(d as usize),
+                        _ => return None,
+                    }
+                }
+                if let Some(i) = infer {
+                    let known: usize = out.iter().product();
+                    if known == 0 || t.numel() % known != 0 {
+                        return None;
+                    }
+                    out[i] = t.numel() / known;
+                }
+                out
+            }
+        };
+        if new_shape.iter().product::<usize>() != t.numel() {
+            return None;
+        }
+        let mut t = t;
+        t.shape = new_shape;
+        Some(t)
     }
 
     /// The output of ConstantOfShape with a constant shape: its `value` (float32 zero by

@@ -13,7 +13,7 @@ use super::window::im2col_tile;
 use std::mem::MaybeUninit;
 
 /// Largest im2col tile (bytes) a block unfolds.
-const TILE_BYTES: usize = 2 << 20;
+const TILE_BYTES: usize = 512 << 10;
 /// Multiply-adds below which a convolution runs on the calling thread.
 const PARALLEL_MACS: usize = 1 << 20;
 

@@ -103,9 +103,15 @@ mod avx2 {
     use super::{store_tile, MR, NR};
     use std::arch::x86_64::*;
 
+    /// B values (depth steps) the kernel prefetches ahead: B streams from memory when the
+    /// other operand has few rows, and one step consumes one cache line of it.
+    const PREFETCH_STEPS: usize = 48;
+
     /// One depth step: two B vectors, six broadcasts of A, twelve FMAs.
     macro_rules! step {
         ($acc:ident, $a:ident, $b:ident, $p:expr) => {{
+            // A hint only: prefetching past the end of the panels never faults.
+            _mm_prefetch::<_MM_HINT_T0>($b.wrapping_add(($p + PREFETCH_STEPS) * NR) as *const i8);
             let b0 = _mm256_loadu_ps($b.add($p * NR));
             let b1 = _mm256_loadu_ps($b.add($p * NR + 8));
             for r in 0..MR {

@@ -177,3 +177,49 @@ fn scalar_affine_before_an_unpadded_conv_folds_into_it() {
     let b = affine_then_conv(&[1, 1, 1, 1], 1);
     assert_eq!(check_same(&b, Basic, &x, 0.0, 0.0), ["Mul", "Add", "Conv"]);
 }
+
+/// BatchNormalization on x [1, 4, 5, 5] (no Conv before it) -> Mul by Unsqueeze(m [4]) ->
+/// Add Reshape(a [4]) -> Relu: the DenseNet pre-activation chain.
+fn batch_norm_affine_relu(b: &mut G) {
+    b.input("x", DataType::Float32, &[1, 4, 5, 5]);
+    batch_norm(b, "x", "n");
+    f32_init(b, "m", &[4], 30);
+    f32_init(b, "a", &[4], 31);
+    b.init("axes", &Tensor::from_vec(vec![2], vec![1i64, 2]));
+    b.init("shape", &Tensor::from_vec(vec![3], vec![-1i64, 1, 1]));
+    b.node("Unsqueeze", &["m", "axes"], &["m3"]);
+    b.node("Reshape", &["a", "shape"], &["a3"]);
+    b.node("Mul", &["n", "m3"], &["p"]);
+    b.node("Add", &["a3", "p"], &["q"]);
+    b.node("Relu", &["q"], &["y"]);
+    b.output("y");
+}
+
+#[test]
+fn per_channel_mul_and_add_through_shape_ops_fold_into_batch_norm() {
+    let mut b = G::new(13);
+    batch_norm_affine_relu(&mut b);
+    let x = vec![("x", rand_input(&[1, 4, 5, 5], 32))];
+    let ops = check_same(&b, Basic, &x, 1e-5, 1e-5);
+    // The shape ops stay (their outputs are no longer read), the Mul and Add are gone.
+    assert_eq!(
+        ops.iter().filter(|o| *o == "Mul" || *o == "Add").count(),
+        0,
+        "{ops:?}"
+    );
+    assert!(ops.contains(&"BatchNormalization".to_string()));
+}
+
+#[test]
+fn mul_after_batch_norm_whose_output_is_also_read_stays() {
+    let mut b = G::new(13);
+    batch_norm_affine_relu(&mut b);
+    // A second reader of the BatchNormalization output keeps it as it is.
+    b.output("n");
+    let x = vec![("x", rand_input(&[1, 4, 5, 5], 33))];
+    let ops = check_same(&b, Basic, &x, 1e-5, 1e-5);
+    assert!(
+        ops.contains(&"Mul".to_string()) && ops.contains(&"Add".to_string()),
+        "{ops:?}"
+    );
+}
