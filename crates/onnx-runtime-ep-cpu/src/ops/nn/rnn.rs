@@ -276,6 +276,20 @@ struct Shapes {
     input: usize,
 }
 
+/// The tensors one run reads, in the compute type: X, W, R, the optional B, the sequence
+/// lengths, the optional initial H and C and the optional peepholes P.
+#[derive(Clone, Copy)]
+struct RnnInputs<'a, T> {
+    x: &'a [T],
+    w: &'a [T],
+    r: &'a [T],
+    b: Option<&'a [T]>,
+    lens: &'a [usize],
+    h0: Option<&'a [T]>,
+    c0: Option<&'a [T]>,
+    p: Option<&'a [T]>,
+}
+
 impl RnnKernel {
     fn clip<T: Real>(&self, x: T) -> T {
         match self.clip {
@@ -286,23 +300,11 @@ impl RnnKernel {
 
     /// Runs every direction (the two of a bidirectional node in parallel when there is
     /// enough work); returns (Y, Y_h, Y_c) in [dir][...] layout-0 order.
-    #[allow(clippy::too_many_arguments)]
-    fn compute<T: Real>(
-        &self,
-        s: &Shapes,
-        x: &[T],
-        w: &[T],
-        r: &[T],
-        b: Option<&[T]>,
-        lens: &[usize],
-        h0: Option<&[T]>,
-        c0: Option<&[T]>,
-        p: Option<&[T]>,
-    ) -> (Vec<T>, Vec<T>, Vec<T>) {
+    fn compute<T: Real>(&self, s: &Shapes, inp: RnnInputs<'_, T>) -> (Vec<T>, Vec<T>, Vec<T>) {
         let (h, g) = (self.hidden, self.kind.gates());
         let (seq, batch) = (s.seq, s.batch);
         let nd = self.dirs.len();
-        let dir = |d: usize| self.direction(s, d, x, w, r, b, lens, h0, c0, p);
+        let dir = |d: usize| self.direction(s, d, inp);
         let work = seq * batch * g * h * (h + s.input);
         let results: Vec<DirOut<T>> = if nd == 2 && work >= PAR_WORK {
             let (a, b) = rayon::join(|| dir(0), || dir(1));
@@ -326,20 +328,17 @@ impl RnnKernel {
     }
 
     /// One direction `d`: Y as [seq, batch, hidden] plus the final hidden and cell states.
-    #[allow(clippy::too_many_arguments)]
-    fn direction<T: Real>(
-        &self,
-        s: &Shapes,
-        d: usize,
-        x: &[T],
-        w: &[T],
-        r: &[T],
-        b: Option<&[T]>,
-        lens: &[usize],
-        h0: Option<&[T]>,
-        c0: Option<&[T]>,
-        p: Option<&[T]>,
-    ) -> DirOut<T> {
+    fn direction<T: Real>(&self, s: &Shapes, d: usize, inp: RnnInputs<'_, T>) -> DirOut<T> {
+        let RnnInputs {
+            x,
+            w,
+            r,
+            b,
+            lens,
+            h0,
+            c0,
+            p,
+        } = inp;
         let (h, g) = (self.hidden, self.kind.gates());
         let (seq, batch, inp) = (s.seq, s.batch, s.input);
         let gh = g * h;
@@ -653,16 +652,19 @@ impl CpuKernel for RnnKernel {
                 let st = |t| state_data::<$T>(t, swap);
                 let (h0v, c0v) = (st(h0), st(c0));
                 let (bv, pv) = (b.map(cv), p.map(cv));
+                let (wv, rv) = (cv(w), cv(r));
                 let (mut y, mut yh, mut yc) = self.compute::<$T>(
                     &s,
-                    &xv,
-                    &cv(w),
-                    &cv(r),
-                    bv.as_deref(),
-                    &lens,
-                    h0v.as_deref(),
-                    c0v.as_deref(),
-                    pv.as_deref(),
+                    RnnInputs {
+                        x: &xv,
+                        w: &wv,
+                        r: &rv,
+                        b: bv.as_deref(),
+                        lens: &lens,
+                        h0: h0v.as_deref(),
+                        c0: c0v.as_deref(),
+                        p: pv.as_deref(),
+                    },
                 );
                 let mut y_shape = vec![seq, nd, batch, h];
                 if self.layout {

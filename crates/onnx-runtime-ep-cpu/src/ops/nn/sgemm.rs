@@ -121,6 +121,8 @@ fn pack(src: &[f32], lines: usize, k: usize, ls: usize, ps: usize, w: usize, dst
 pub struct Panels<'a> {
     pub data: &'a [f32],
     pub k: usize,
+    /// Panel width: MR (A panels) or NR (B panels).
+    pub w: usize,
     pub count: usize,
     pub first: usize,
 }
@@ -134,6 +136,7 @@ impl<'a> Panels<'a> {
         Panels {
             data,
             k,
+            w,
             count,
             first: 0,
         }
@@ -149,7 +152,8 @@ impl<'a> Panels<'a> {
 
     /// Panel `i` (counted from `first`) in the pass starting at depth `p0` of depth `kc`.
     #[inline]
-    fn at(&self, p0: usize, kc: usize, i: usize, w: usize) -> &'a [f32] {
+    fn at(&self, p0: usize, kc: usize, i: usize) -> &'a [f32] {
+        let w = self.w;
         let off = p0 * self.count * w + (self.first + i) * kc * w;
         &self.data[off..off + kc * w]
     }
@@ -195,7 +199,7 @@ pub unsafe fn gemm_panels(
     let k = a.k;
     let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
     assert!(
-        b.k == k && a.first + mp <= a.count && b.first + np <= b.count,
+        b.k == k && a.w == MR && b.w == NR && a.first + mp <= a.count && b.first + np <= b.count,
         "gemm_panels: panels do not cover the block"
     );
     if m == 0 || n == 0 {
@@ -218,10 +222,10 @@ pub unsafe fn gemm_panels(
         // B panel outer (it stays in L1), A panels inner (they stay in L2).
         for jp in 0..np {
             let cols = NR.min(n - jp * NR);
-            let bp = b.at(p0, kc, jp, NR);
+            let bp = b.at(p0, kc, jp);
             for ip in 0..mp {
                 let rows = MR.min(m - ip * MR);
-                let ap = a.at(p0, kc, ip, MR);
+                let ap = a.at(p0, kc, ip);
                 // SAFETY: both panels hold `kc` steps (slices of exactly that length); the
                 // tile (rows x cols at row ip*MR, column jp*NR) lies in the caller's block.
                 unsafe {
