@@ -4,6 +4,7 @@
 
 use super::common::{self, invalid, Real};
 use super::conv_act::{Activation, Epilogue};
+use super::conv_direct::{self, direct_conv, DirectWeights};
 use super::conv_gemm::gemm_conv;
 use super::depthwise::depthwise2d;
 use super::scratch::build_vec;
@@ -90,6 +91,31 @@ pub fn conv_fused<T: Real>(g: &ConvGeom, x: &[T], w: &[T], ep: &Epilogue<T>) -> 
     }
 }
 
+/// The f32 convolution, run by the direct kernel where it applies (with `direct`, the
+/// weights packed at build, or packed now), else as [`conv_fused`].
+pub fn conv_fused_f32(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    direct: Option<&DirectWeights>,
+    ep: &Epilogue<f32>,
+) -> Vec<f32> {
+    if !conv_direct::supports(g) {
+        return conv_fused(g, x, w, ep);
+    }
+    let packed;
+    let wp = match direct {
+        Some(d) if d.fits(g) => d,
+        _ => {
+            packed = DirectWeights::pack(w, g.m, g.group, w.len() / g.m.max(1));
+            &packed
+        }
+    };
+    let len = g.n * g.m * g.win.output_size();
+    // SAFETY: direct_conv writes every element of the output it is given.
+    unsafe { build_vec(len, |out| direct_conv(g, x, wp, ep, out)) }
+}
+
 /// Conv, and com.microsoft FusedConv: Conv's attributes plus `activation` (Relu, Tanh,
 /// Sigmoid, LeakyRelu, Clip, HardSigmoid; this runtime also accepts HardSwish, which takes
 /// no parameters), `activation_params` (LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha,
@@ -103,6 +129,8 @@ struct ConvKernel {
     act: Activation,
     /// The weights in f32 when they are a constant f16/bf16 tensor (converted once).
     packed_w: Option<Tensor>,
+    /// Constant 2-D weights packed for the direct kernel.
+    direct: Option<DirectWeights>,
 }
 
 impl CpuKernel for ConvKernel {
@@ -164,7 +192,7 @@ impl CpuKernel for ConvKernel {
                 z: uz.as_ref().map(|z| z.data()),
                 act: self.act,
             };
-            let y = conv_fused::<f32>(&g, ux.data(), uw.data(), &ep);
+            let y = conv_fused_f32(&g, ux.data(), uw.data(), self.direct.as_ref(), &ep);
             common::tensor_from_f32(dtype, g.out_shape(), y)
         };
         Ok(vec![Value::Tensor(out)])
@@ -191,6 +219,29 @@ fn make(
         }
         _ => None,
     };
+    // Constant float weights of a 2-D, not depthwise, convolution: packed once for the
+    // direct kernel (used when the input's geometry suits it).
+    let direct = match ctx.constant(1) {
+        Some(Value::Tensor(t))
+            if matches!(
+                t.dtype(),
+                DataType::Float32 | DataType::Float16 | DataType::BFloat16
+            ) && t.shape().len() == 4
+                && t.shape()[0] % group as usize == 0
+                && t.shape()[1] > 1
+                && t.numel() > 0 =>
+        {
+            let w = common::upcast(t);
+            let m = t.shape()[0];
+            Some(DirectWeights::pack(
+                w.data(),
+                m,
+                group as usize,
+                t.numel() / m,
+            ))
+        }
+        _ => None,
+    };
     Ok(Box::new(ConvKernel {
         node: n.describe(),
         op,
@@ -202,6 +253,7 @@ fn make(
             Activation::None
         },
         packed_w,
+        direct,
     }))
 }
 

@@ -11,6 +11,7 @@ mod contrib_attention;
 mod contrib_misc;
 mod conv;
 mod conv_act;
+mod conv_direct;
 mod conv_gemm;
 mod conv_transpose;
 mod deform_conv;
