@@ -1,6 +1,7 @@
 //! Gemm: `alpha * op(A) @ op(B) + beta * C`, C broadcast to [M, N] (optional from opset 11).
 
 use super::common::{self, invalid, unsupported, Real};
+use super::matmul::PackedWeights;
 use super::scratch::build_vec;
 use crate::kernel::{kernel_fn, optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::shape::{broadcast_strides, for_each_offset};
@@ -177,6 +178,59 @@ where
     Ok((out, m, n))
 }
 
+/// Gemm in f32 (f16/bf16 upcast) on the general path.
+fn gemm_f32(
+    node: &str,
+    at: &GemmAttrs,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&Tensor>,
+) -> Result<Tensor, EpError> {
+    let (ua, ub) = (common::upcast(a), common::upcast(b));
+    let uc = c.map(common::upcast);
+    let (o, m, nn) = gemm_float::<f32>(
+        node,
+        at,
+        ua.data(),
+        a.shape(),
+        ub.data(),
+        b.shape(),
+        uc.as_ref().map(|c| (c.data::<f32>(), c.shape())),
+    )?;
+    Ok(common::tensor_from_f32(a.dtype(), vec![m, nn], o))
+}
+
+/// Gemm on B packed at build (a constant weight), alpha and `beta * C` applied to each
+/// finished row segment; None when `b` is not the packed tensor.
+fn packed_gemm(
+    node: &str,
+    at: &GemmAttrs,
+    w: &PackedWeights,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&Tensor>,
+) -> Result<Option<Tensor>, EpError> {
+    let (m, _, n) = dims(node, at, a.shape(), b.shape())?;
+    let uc = c.filter(|_| at.beta != 0.0).map(common::upcast);
+    let cb = match &uc {
+        Some(c) => Some(broadcast_c(node, c.data::<f32>(), c.shape(), m, n)?),
+        None => None,
+    };
+    let (alpha, beta) = (at.alpha as f32, at.beta as f32);
+    let finish = |i: usize, c0: usize, row: &mut [f32]| match &cb {
+        Some(cv) => {
+            let cr = &cv[i * n + c0..][..row.len()];
+            row.iter_mut()
+                .zip(cr)
+                .for_each(|(v, &x)| *v = alpha * *v + beta * x);
+        }
+        None if alpha != 1.0 => row.iter_mut().for_each(|v| *v *= alpha),
+        None => {}
+    };
+    Ok(w.product_2d(a, b, at.trans_a, &finish)
+        .map(|(o, rows)| common::tensor_from_f32(a.dtype(), vec![rows, n], o)))
+}
+
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let n = ctx.node;
     let node = n.describe();
@@ -187,6 +241,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         trans_b: attrs::int(n, "transB", 0)? != 0,
     };
     let c_required = ctx.opset < 11;
+    let weights = PackedWeights::from_constant(ctx, 1, at.trans_b);
     Ok(kernel_fn(move |inputs| {
         let a = tensor_input(&node, inputs, 0)?;
         let b = tensor_input(&node, inputs, 1)?;
@@ -220,19 +275,15 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
                 )?;
                 Tensor::from_vec(vec![m, nn], o)
             }
+            DataType::Float32 | DataType::Float16 | DataType::BFloat16 if weights.is_some() => {
+                let w = weights.as_ref().expect("checked by the guard");
+                match packed_gemm(&node, &at, w, a, b, c)? {
+                    Some(t) => t,
+                    None => gemm_f32(&node, &at, a, b, c)?,
+                }
+            }
             DataType::Float32 | DataType::Float16 | DataType::BFloat16 => {
-                let (ua, ub) = (common::upcast(a), common::upcast(b));
-                let uc = c.map(common::upcast);
-                let (o, m, nn) = gemm_float::<f32>(
-                    &node,
-                    &at,
-                    ua.data(),
-                    a.shape(),
-                    ub.data(),
-                    b.shape(),
-                    uc.as_ref().map(|c| (c.data::<f32>(), c.shape())),
-                )?;
-                common::tensor_from_f32(dtype, vec![m, nn], o)
+                gemm_f32(&node, &at, a, b, c)?
             }
             DataType::Int32 | DataType::Int64 | DataType::Uint32 | DataType::Uint64 => {
                 crate::dispatch_int!(dtype, T => {
@@ -304,5 +355,69 @@ mod tests {
             }
         }
         assert_close(out[0].data::<f32>(), &want, 1e-5);
+    }
+
+    /// Gemm with B a constant (packed at build) against float64, for every transpose, C
+    /// broadcast and alpha/beta, on sizes that cross the GEMM's panels and tasks.
+    #[test]
+    fn packed_constant_b_matches_reference() {
+        let (m, k, n) = (20, 37, 45);
+        for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+            for c_shape in [vec![], vec![n], vec![m, 1], vec![m, n]] {
+                let a = rand(m * k, 1, -1.0, 1.0);
+                let b = rand(k * n, 2, -1.0, 1.0);
+                let c = rand(c_shape.iter().product(), 3, -1.0, 1.0);
+                let (alpha, beta) = (0.75, if c_shape.is_empty() { 0.0 } else { -1.5 });
+                let node = node(
+                    "Gemm",
+                    if c_shape.is_empty() { 2 } else { 3 },
+                    1,
+                    vec![
+                        ("transA", Attribute::Int(ta as i64)),
+                        ("transB", Attribute::Int(tb as i64)),
+                        ("alpha", Attribute::Float(alpha as f32)),
+                        ("beta", Attribute::Float(beta as f32)),
+                    ],
+                );
+                let a_shape = if ta { vec![k, m] } else { vec![m, k] };
+                let b_shape = if tb { vec![n, k] } else { vec![k, n] };
+                let bt = Value::Tensor(Tensor::from_vec(b_shape, f32s(&b)));
+                let consts = [None, Some(&bt)];
+                let kernel = build(&BuildContext {
+                    constant_inputs: &consts,
+                    ..BuildContext::new(&node, 13)
+                })
+                .unwrap();
+                let at = Value::Tensor(Tensor::from_vec(a_shape, f32s(&a)));
+                let ct = Value::Tensor(Tensor::from_vec(c_shape.clone(), f32s(&c)));
+                let mut inputs = vec![Some(&at), Some(&bt)];
+                if !c_shape.is_empty() {
+                    inputs.push(Some(&ct));
+                }
+                let out = kernel.run(&inputs).unwrap();
+                let got = out[0].as_tensor().unwrap();
+                assert_eq!(got.shape(), &[m, n]);
+                let mut want = vec![0.0; m * n];
+                for i in 0..m {
+                    for j in 0..n {
+                        let s: f64 = (0..k)
+                            .map(|p| {
+                                let av = if ta { a[p * m + i] } else { a[i * k + p] };
+                                let bv = if tb { b[j * k + p] } else { b[p * n + j] };
+                                av * bv
+                            })
+                            .sum();
+                        let cv = match c_shape.len() {
+                            0 => 0.0,
+                            1 => c[j],
+                            _ if c_shape[1] == 1 => c[i],
+                            _ => c[i * n + j],
+                        };
+                        want[i * n + j] = alpha * s + beta * cv;
+                    }
+                }
+                assert_close(got.data::<f32>(), &want, 1e-5 * k as f64);
+            }
+        }
     }
 }

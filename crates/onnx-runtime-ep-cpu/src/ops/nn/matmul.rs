@@ -301,6 +301,37 @@ impl PackedWeights {
     }
 }
 
+impl PackedWeights {
+    /// `op(a) @ B`, each finished row segment passed to `finish(row, column0, segment)`,
+    /// for a 2-D `a` (`[m, k]`, or `[k, m]` with `trans_a`) when `b` is the tensor these
+    /// were packed from (same shape and type) and `a` has its type and depth; else None.
+    /// Returns the row-major `m x n` product and `m`.
+    pub fn product_2d(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        trans_a: bool,
+        finish: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
+    ) -> Option<(Vec<f32>, usize)> {
+        if a.dtype() != self.dtype || b.dtype() != self.dtype || b.shape() != self.shape {
+            return None;
+        }
+        let &[r, c] = a.shape() else { return None };
+        let (m, k, rs, cs) = if trans_a { (c, r, 1, c) } else { (r, c, c, 1) };
+        if k != self.packed.k {
+            return None;
+        }
+        let ua = common::upcast(a);
+        // SAFETY: gemm_packed_b writes every element of the m x n output.
+        let out = unsafe {
+            build_vec(m * self.packed.n, |out| {
+                gemm_packed_b(m, ua.data(), rs, cs, &self.packed, out, finish)
+            })
+        };
+        Some((out, m))
+    }
+}
+
 fn build_matmul(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
     let weights = PackedWeights::from_constant(ctx, 1, false);
