@@ -2,12 +2,13 @@
 //! output; output_padding, output_shape and auto_pad per the spec.
 
 use super::common::{self, invalid, usize_list, Real};
+use super::conv_transpose_tiled as tiled;
+use super::scratch::with_scratch;
 use super::window::{col2im, AutoPad, Window, WindowAttrs};
 use crate::kernel::{optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::DataType;
-use rayon::prelude::*;
 
 struct ConvTransposeKernel {
     node: String,
@@ -143,43 +144,49 @@ impl ConvTransposeKernel {
 
 fn compute<T: Real>(geo: &Geom, group: usize, x: &[T], w: &[T], bias: Option<&[T]>) -> Vec<T> {
     let win = &geo.win;
+    if tiled::fits(win) {
+        let d = tiled::Dims {
+            n: geo.n,
+            c: geo.c,
+            m: geo.m,
+            group,
+        };
+        return tiled::compute(&d, win, x, w, bias);
+    }
     let (cg, mg) = (geo.c / group, geo.m / group);
     let ks = win.kernel_size();
     let (in_sz, out_sz) = (win.output_size(), win.input_size());
-    let mut out = vec![T::zero(); geo.n * geo.m * out_sz];
-    let mut col = vec![T::zero(); mg * ks * in_sz];
-    for b in 0..geo.n {
-        for gi in 0..group {
-            let xg = &x[(b * geo.c + gi * cg) * in_sz..(b * geo.c + (gi + 1) * cg) * in_sz];
-            // W_g is [cg, mg*ks]; col = W_g^T @ X_g is [mg*ks, in_sz].
-            let wg = &w[gi * cg * mg * ks..(gi + 1) * cg * mg * ks];
-            common::gemm(
-                mg * ks,
-                in_sz,
-                cg,
-                wg,
-                1,
-                mg * ks,
-                xg,
-                in_sz,
-                1,
-                &mut col,
-                in_sz,
-                T::one(),
-                T::zero(),
-            );
-            let o = &mut out[(b * geo.m + gi * mg) * out_sz..(b * geo.m + (gi + 1) * mg) * out_sz];
-            col2im(&col, mg, win, o);
+    // The taps are summed onto the bias.
+    let mut out: Vec<T> = (0..geo.n * geo.m)
+        .flat_map(|p| std::iter::repeat_n(bias.map_or(T::zero(), |b| b[p % geo.m]), out_sz))
+        .collect();
+    with_scratch(mg * ks * in_sz, |col: &mut [T]| {
+        for b in 0..geo.n {
+            for gi in 0..group {
+                let xg = &x[(b * geo.c + gi * cg) * in_sz..(b * geo.c + (gi + 1) * cg) * in_sz];
+                // W_g is [cg, mg*ks]; col = W_g^T @ X_g is [mg*ks, in_sz].
+                let wg = &w[gi * cg * mg * ks..(gi + 1) * cg * mg * ks];
+                common::gemm(
+                    mg * ks,
+                    in_sz,
+                    cg,
+                    wg,
+                    1,
+                    mg * ks,
+                    xg,
+                    in_sz,
+                    1,
+                    col,
+                    in_sz,
+                    T::one(),
+                    T::zero(),
+                );
+                let o =
+                    &mut out[(b * geo.m + gi * mg) * out_sz..(b * geo.m + (gi + 1) * mg) * out_sz];
+                col2im(col, mg, win, o);
+            }
         }
-    }
-    if let Some(bias) = bias {
-        out.par_chunks_mut(out_sz.max(1))
-            .enumerate()
-            .for_each(|(i, plane)| {
-                let bv = bias[i % geo.m];
-                plane.iter_mut().for_each(|v| *v += bv);
-            });
-    }
+    });
     out
 }
 
@@ -377,5 +384,153 @@ mod tests {
             }
         }
         assert_close(out[0].data::<f32>(), &want, 1e-5);
+    }
+
+    /// Brute-force float64 ConvTranspose of one image `[c, h, w]` (a 1-D input is `h == 1`
+    /// with a 1-row kernel): every input element times every tap added at its output spot.
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        x: &[f64],
+        wt: &[f64],
+        bias: &[f64],
+        (c, h, w): (usize, usize, usize),
+        (mg, g): (usize, usize),
+        (kh, kw): (usize, usize),
+        (sh, sw): (usize, usize),
+        (dh, dw): (usize, usize),
+        (pt, pl): (usize, usize),
+        (oh, ow): (usize, usize),
+    ) -> Vec<f64> {
+        let m = mg * g;
+        let cg = c / g;
+        let mut y: Vec<f64> = (0..m * oh * ow).map(|i| bias[i / (oh * ow)]).collect();
+        for ci in 0..c {
+            let gi = ci / cg;
+            for iy in 0..h {
+                for ix in 0..w {
+                    for mm in 0..mg {
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let oy = (iy * sh + ky * dh) as isize - pt as isize;
+                                let ox = (ix * sw + kx * dw) as isize - pl as isize;
+                                if oy < 0 || ox < 0 || oy >= oh as isize || ox >= ow as isize {
+                                    continue;
+                                }
+                                y[((gi * mg + mm) * oh + oy as usize) * ow + ox as usize] += x
+                                    [(ci * h + iy) * w + ix]
+                                    * wt[((ci * mg + mm) * kh + ky) * kw + kx];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn tiled_and_general_paths_match_brute_force() {
+        // (c, h, w), (mg, group), kernel, strides, dilations, pads (begin = end), out_pad, 1-D
+        let cases = [
+            // kernel == stride: the tiled path (odd widths, tails off the vector width).
+            (
+                (24, 19, 13),
+                (24, 1),
+                (2, 2),
+                (2, 2),
+                (1, 1),
+                (0, 0),
+                0,
+                false,
+            ),
+            ((6, 5, 7), (3, 2), (3, 2), (3, 2), (1, 1), (0, 0), 0, false),
+            ((4, 9, 11), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), 0, false),
+            ((5, 1, 37), (2, 1), (1, 4), (1, 4), (1, 1), (0, 0), 0, true),
+            // Overlapping taps, padding, dilation, output padding: the col2im path.
+            ((8, 10, 9), (4, 2), (3, 3), (2, 2), (1, 1), (1, 1), 1, false),
+            ((3, 6, 7), (2, 1), (3, 2), (1, 3), (2, 1), (2, 0), 0, false),
+            ((4, 1, 21), (3, 1), (1, 5), (1, 3), (1, 1), (0, 2), 0, true),
+        ];
+        for (i, ((c, h, w), (mg, g), (kh, kw), (sh, sw), (dh, dw), (pt, pl), op, one_d)) in
+            cases.into_iter().enumerate()
+        {
+            let x = rand(c * h * w, 40 + i as u64, -1.0, 1.0);
+            let wt = rand(c * mg * kh * kw, 50 + i as u64, -1.0, 1.0);
+            let bias = rand(mg * g, 60 + i as u64, -1.0, 1.0);
+            let oh = sh * (h - 1) + if one_d { 0 } else { op } + (kh - 1) * dh + 1 - 2 * pt;
+            let ow = sw * (w - 1) + op + (kw - 1) * dw + 1 - 2 * pl;
+            let want = reference(
+                &x,
+                &wt,
+                &bias,
+                (c, h, w),
+                (mg, g),
+                (kh, kw),
+                (sh, sw),
+                (dh, dw),
+                (pt, pl),
+                (oh, ow),
+            );
+            let (ints, xs, ws, ys) = if one_d {
+                let l = |a: usize| Attribute::Ints(vec![a as i64]);
+                (
+                    vec![
+                        ("strides", l(sw)),
+                        ("dilations", l(dw)),
+                        ("pads", Attribute::Ints(vec![pl as i64; 2])),
+                        ("output_padding", l(op)),
+                        ("group", Attribute::Int(g as i64)),
+                    ],
+                    vec![1, c, w],
+                    vec![c, mg, kw],
+                    vec![1, mg * g, ow],
+                )
+            } else {
+                let l = |a: usize, b: usize| Attribute::Ints(vec![a as i64, b as i64]);
+                (
+                    vec![
+                        ("strides", l(sh, sw)),
+                        ("dilations", l(dh, dw)),
+                        (
+                            "pads",
+                            Attribute::Ints(vec![pt as i64, pl as i64, pt as i64, pl as i64]),
+                        ),
+                        ("output_padding", l(op, op)),
+                        ("group", Attribute::Int(g as i64)),
+                    ],
+                    vec![1, c, h, w],
+                    vec![c, mg, kh, kw],
+                    vec![1, mg * g, oh, ow],
+                )
+            };
+            let node = node("ConvTranspose", 3, 1, ints);
+            let out = run(
+                build,
+                &node,
+                11,
+                &[
+                    Some(Tensor::from_vec(xs.clone(), f32s(&x))),
+                    Some(Tensor::from_vec(ws.clone(), f32s(&wt))),
+                    Some(Tensor::from_vec(vec![mg * g], f32s(&bias))),
+                ],
+            )
+            .unwrap();
+            assert_eq!(out[0].shape(), &ys[..], "case {i}");
+            assert_close(out[0].data::<f32>(), &want, 1e-5);
+            let out = run(
+                build,
+                &node,
+                11,
+                &[
+                    Some(Tensor::from_vec(xs, x.clone())),
+                    Some(Tensor::from_vec(ws, wt.clone())),
+                    Some(Tensor::from_vec(vec![mg * g], bias.clone())),
+                ],
+            )
+            .unwrap();
+            for (j, (&g, &w)) in out[0].data::<f64>().iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "case {i} f64 {j}");
+            }
+        }
     }
 }

@@ -145,23 +145,30 @@ impl<T: bytemuck::Pod, F: Fn(T, T) -> T + Copy> SimdWork for PoolPlanes<'_, T, F
         let g = PhaseRows::new(w);
         let (ih, iw, oh, ow) = (g.ih, g.iw, g.oh, g.ow);
         let plane = oh * ow;
-        with_scratch(g.plane_len(), |rows: &mut [T]| {
+        // Per output row: the kernel rows folded into one input-width row, that row laid out
+        // in stride phases, then the kernel columns folded as contiguous runs.
+        with_scratch(g.row_len() + iw, |buf: &mut [T]| {
+            let (phases, vrow) = buf.split_at_mut(g.row_len());
             for (j, o) in out.chunks_mut(plane).enumerate() {
-                g.lay_out(
-                    &x[(first + j) * ih * iw..(first + j + 1) * ih * iw],
-                    pad,
-                    rows,
-                );
+                let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
                 for oy in 0..oh {
+                    let mut rows = (0..g.kh).filter_map(|ky| g.input_row(oy, ky));
+                    let Some(r0) = rows.next() else {
+                        // `fits` guarantees a valid row; an empty window stays `pad`.
+                        fill(&mut o[oy * ow..(oy + 1) * ow], pad);
+                        continue;
+                    };
+                    vrow.copy_from_slice(&xp[r0 * iw..(r0 + 1) * iw]);
+                    for r in rows {
+                        for (v, &s) in vrow.iter_mut().zip(&xp[r * iw..(r + 1) * iw]) {
+                            *v = step(*v, s);
+                        }
+                    }
+                    g.lay_out_row(vrow, pad, phases);
                     let orow = fill(&mut o[oy * ow..(oy + 1) * ow], pad);
-                    for ky in 0..g.kh {
-                        for kx in 0..g.kw {
-                            let Some(src) = g.run(rows, oy, ky, kx) else {
-                                break;
-                            };
-                            for (v, &s) in orow.iter_mut().zip(src) {
-                                *v = step(*v, s);
-                            }
+                    for kx in 0..g.kw {
+                        for (v, &s) in orow.iter_mut().zip(g.row_run(phases, kx)) {
+                            *v = step(*v, s);
                         }
                     }
                     finish(orow, oy);

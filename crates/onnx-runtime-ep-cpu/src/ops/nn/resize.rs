@@ -3,6 +3,7 @@
 //! Interpolation is separable: each resized axis is one pass of weighted taps.
 
 use super::common::{self, bad_attr, invalid, Real};
+use super::resize_nearest::{nearest, NearestAxis};
 use crate::kernel::{optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
@@ -403,6 +404,11 @@ impl CpuKernel for ResizeKernel {
             .collect::<Result<_, _>>()?;
         let dtype = x.dtype();
         let ex = self.at.extrapolation;
+        if self.at.mode == Mode::Nearest {
+            if let Some(y) = nearest_resize(x, &plans, ex) {
+                return Ok(vec![Value::Tensor(y)]);
+            }
+        }
         let y = match dtype {
             DataType::Float64 => {
                 let (v, s) = resize_compute::<f64>(x.data(), &shape, &plans, ex);
@@ -416,12 +422,8 @@ impl CpuKernel for ResizeKernel {
             d if d.is_integer() && !d.is_sub_byte() => {
                 let xv = x.to_f64_vec().unwrap_or_default();
                 let (v, s) = resize_compute::<f64>(&xv, &shape, &plans, ex);
-                crate::dispatch_int!(d, T => {
-                    let lo = num_traits::cast::<T, f64>(T::MIN).unwrap_or(f64::MIN);
-                    let hi = num_traits::cast::<T, f64>(T::MAX).unwrap_or(f64::MAX);
-                    let q: Vec<T> = v.iter().map(|&f| num_traits::cast::<f64, T>(f.round_ties_even().clamp(lo, hi)).unwrap_or_default()).collect();
-                    Tensor::from_vec(s, q)
-                }, other => return Err(common::unsupported(node, "Resize", other, "numeric types")))
+                int_from_f64(d, s, &v)
+                    .ok_or_else(|| common::unsupported(node, "Resize", d, "numeric types"))?
             }
             other => {
                 return Err(common::unsupported(
@@ -434,6 +436,61 @@ impl CpuKernel for ResizeKernel {
         };
         Ok(vec![Value::Tensor(y)])
     }
+}
+
+/// `v` rounded half to even and saturated into integer type `d` (None if `d` is not one).
+fn int_from_f64(d: DataType, shape: Vec<usize>, v: &[f64]) -> Option<Tensor> {
+    crate::dispatch_int!(d, T => {
+        let lo = num_traits::cast::<T, f64>(T::MIN).unwrap_or(f64::MIN);
+        let hi = num_traits::cast::<T, f64>(T::MAX).unwrap_or(f64::MAX);
+        let q: Vec<T> = v.iter().map(|&f| num_traits::cast::<f64, T>(f.round_ties_even().clamp(lo, hi)).unwrap_or_default()).collect();
+        Some(Tensor::from_vec(shape, q))
+    }, _other => None)
+}
+
+/// Nearest mode as one gather of `x`'s elements (see [`resize_nearest`]); None where a plan
+/// picks no tap (exclude_outside dropped it) or the dtype is not a fixed-width number.
+fn nearest_resize(x: &Tensor, plans: &[Option<AxisPlan>], ex: f64) -> Option<Tensor> {
+    let dtype = x.dtype();
+    let extrap = match dtype {
+        DataType::Float64 => Tensor::from_vec(vec![1], vec![ex]),
+        DataType::Float32 | DataType::Float16 | DataType::BFloat16 => {
+            common::tensor_from_f32(dtype, vec![1], vec![ex as f32])
+        }
+        d if d.is_integer() && !d.is_sub_byte() => int_from_f64(d, vec![1], &[ex])?,
+        _ => return None,
+    };
+    let mut axes = Vec::with_capacity(plans.len());
+    for (a, p) in plans.iter().enumerate() {
+        axes.push(match p {
+            None => NearestAxis::identity(x.shape()[a]),
+            Some(p) => {
+                let mut src = Vec::with_capacity(p.out_len);
+                for j in 0..p.out_len {
+                    let t = (0..p.taps).find(|&t| p.w[j * p.taps + t] == 1.0)?;
+                    src.push(p.idx[j * p.taps + t]);
+                }
+                NearestAxis {
+                    src,
+                    outside: p.extrapolate.clone(),
+                }
+            }
+        });
+    }
+    let shape: Vec<usize> = axes.iter().map(|m| m.src.len()).collect();
+    macro_rules! go {
+        ($T:ty) => {{
+            let e = bytemuck::pod_read_unaligned::<$T>(extrap.bytes());
+            Tensor::from_vec(shape, nearest(x.data::<$T>(), x.shape(), &axes, e)).with_dtype(dtype)
+        }};
+    }
+    Some(match dtype.bit_width()? {
+        8 => go!(u8),
+        16 => go!(u16),
+        32 => go!(u32),
+        64 => go!(u64),
+        _ => return None,
+    })
 }
 
 fn parse_mode(node: &Node, s: &str) -> Result<Mode, EpError> {

@@ -110,6 +110,33 @@ impl PhaseRows {
         }
     }
 
+    /// Elements of one laid-out input row.
+    pub fn row_len(&self) -> usize {
+        self.row_len
+    }
+
+    /// Lays out one input row `xr` (`iw` long) into `dst` (`row_len` long).
+    #[inline(always)]
+    pub fn lay_out_row<T: Copy>(&self, xr: &[T], pad: T, dst: &mut [T]) {
+        row_phases(xr, self.pl, self.sw, self.plen, pad, dst);
+    }
+
+    /// The input row kernel row `ky` of output row `oy` reads; `None` in the padding.
+    #[inline(always)]
+    pub fn input_row(&self, oy: usize, ky: usize) -> Option<usize> {
+        let iy = (oy * self.sh + ky * self.dh) as isize - self.pt as isize;
+        (iy >= 0 && iy < self.ih as isize).then_some(iy as usize)
+    }
+
+    /// The run of `ow` elements kernel column `kx` reads in a row laid out by
+    /// [`PhaseRows::lay_out_row`].
+    #[inline(always)]
+    pub fn row_run<'r, T>(&self, row: &'r [T], kx: usize) -> &'r [T] {
+        let t = kx * self.dw;
+        let start = (t % self.sw) * self.plen + t / self.sw;
+        &row[start..start + self.ow]
+    }
+
     /// The run kernel tap (ky, kx) reads in `rows` for output row `oy`; `None` when that tap
     /// row lies in the top or bottom padding.
     #[inline(always)]

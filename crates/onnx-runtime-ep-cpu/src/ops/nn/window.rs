@@ -328,13 +328,28 @@ pub fn row_phases<T: Copy>(
         return;
     }
     for (p, phase) in dst.chunks_exact_mut(plen).enumerate() {
-        for (j, v) in phase.iter_mut().enumerate() {
-            let col = p + j * sw;
-            *v = if col >= pad_begin && col - pad_begin < row.len() {
-                row[col - pad_begin]
+        // Phase elements j whose padded column p + j * sw is a row element: lo..hi.
+        let lo = pad_begin.saturating_sub(p).div_ceil(sw).min(plen);
+        let hi = (pad_begin + row.len())
+            .saturating_sub(p)
+            .div_ceil(sw)
+            .clamp(lo, plen);
+        phase[..lo].fill(pad);
+        phase[hi..].fill(pad);
+        if lo < hi {
+            let first = p + lo * sw - pad_begin;
+            if sw == 2 {
+                for (v, pair) in phase[lo..hi].iter_mut().zip(row[first..].chunks(2)) {
+                    *v = pair[0];
+                }
             } else {
-                pad
-            };
+                for (v, &s) in phase[lo..hi]
+                    .iter_mut()
+                    .zip(row[first..].iter().step_by(sw))
+                {
+                    *v = s;
+                }
+            }
         }
     }
 }
@@ -352,6 +367,13 @@ pub fn col2im<T: Copy + std::ops::AddAssign + Send + Sync>(
     let out_size = w.output_size();
     let in_size = w.input_size();
     let r = w.input.len();
+    if r == 2 {
+        img.par_chunks_mut(in_size.max(1))
+            .take(channels)
+            .enumerate()
+            .for_each(|(c, plane)| col2im_plane_2d(&col[c * ks * out_size..], w, plane));
+        return;
+    }
     img.par_chunks_mut(in_size.max(1))
         .take(channels)
         .enumerate()
@@ -388,6 +410,56 @@ pub fn col2im<T: Copy + std::ops::AddAssign + Send + Sync>(
                 }
             }
         });
+}
+
+/// [`col2im`] of one channel of a 2-D window: `col` holds the channel's `kernel_size` rows
+/// of `output_size` columns. Per tap and column row, the image columns it reaches are one
+/// strided run worked out once.
+fn col2im_plane_2d<T: Copy + std::ops::AddAssign>(col: &[T], w: &Window, plane: &mut [T]) {
+    let (ih, iw) = (w.input[0] as isize, w.input[1] as isize);
+    let (oh, ow) = (w.output[0], w.output[1]);
+    let (kh, kw) = (w.kernel[0], w.kernel[1]);
+    let (sh, sw) = (w.strides[0] as isize, w.strides[1] as isize);
+    for ky in 0..kh {
+        let off_y = (ky * w.dilations[0]) as isize - w.pad_begin[0] as isize;
+        for kx in 0..kw {
+            let off_x = (kx * w.dilations[1]) as isize - w.pad_begin[1] as isize;
+            // Columns ox with 0 <= ox * sw + off_x < iw.
+            let lo = if off_x >= 0 {
+                0
+            } else {
+                (-off_x + sw - 1) / sw
+            };
+            let hi = if iw - off_x <= 0 {
+                0
+            } else {
+                ((iw - off_x + sw - 1) / sw).min(ow as isize)
+            };
+            if lo >= hi {
+                continue;
+            }
+            let (lo, hi) = (lo as usize, hi as usize);
+            let rows = &col[(ky * kw + kx) * oh * ow..];
+            for oy in 0..oh {
+                let iy = oy as isize * sh + off_y;
+                if iy < 0 || iy >= ih {
+                    continue;
+                }
+                let src = &rows[oy * ow + lo..oy * ow + hi];
+                let start = (iy * iw + lo as isize * sw + off_x) as usize;
+                let dst = &mut plane[start..];
+                if sw == 1 {
+                    for (d, &v) in dst.iter_mut().zip(src) {
+                        *d += v;
+                    }
+                } else {
+                    for (d, &v) in dst.iter_mut().step_by(sw as usize).zip(src) {
+                        *d += v;
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ pub fn concat_tensors(node: &str, parts: &[&Tensor], axis: usize) -> Result<Tens
     }
     let outer: usize = out_shape[..axis].iter().product();
     let inner: usize = out_shape[axis + 1..].iter().product();
+    if let Some(t) = concat_whole_bytes(parts, axis, outer, inner, &out_shape) {
+        return Ok(t);
+    }
     let out_row = out_shape[axis] * inner;
     let unpacked: Vec<_> = parts.iter().map(|p| unpacked(p)).collect();
     let mut out = new_out(dtype, out_shape);
@@ -62,6 +65,38 @@ pub fn concat_tensors(node: &str, parts: &[&Tensor], axis: usize) -> Result<Tens
         }
     }, return Err(unsupported(node, "Concat", dtype, "it has no element storage")));
     Ok(repack(out, dtype))
+}
+
+/// [`concat_tensors`] for element types of whole bytes: each output row appended from the
+/// parts' contiguous blocks into uninitialised storage (no zero-fill first). None for strings
+/// and sub-byte types.
+fn concat_whole_bytes(
+    parts: &[&Tensor],
+    axis: usize,
+    outer: usize,
+    inner: usize,
+    out_shape: &[usize],
+) -> Option<Tensor> {
+    let dtype = parts[0].dtype();
+    macro_rules! go {
+        ($T:ty) => {{
+            let mut v: Vec<$T> = Vec::with_capacity(outer * out_shape[axis] * inner);
+            for o in 0..outer {
+                for p in parts {
+                    let len = p.shape()[axis] * inner;
+                    v.extend_from_slice(&p.data::<$T>()[o * len..(o + 1) * len]);
+                }
+            }
+            Tensor::from_vec(out_shape.to_vec(), v).with_dtype(dtype)
+        }};
+    }
+    Some(match dtype.bit_width()? {
+        8 => go!(u8),
+        16 => go!(u16),
+        32 => go!(u32),
+        64 => go!(u64),
+        _ => return None,
+    })
 }
 
 /// Cuts `x` along `axis` into pieces of `sizes` (which sum to the axis length).
