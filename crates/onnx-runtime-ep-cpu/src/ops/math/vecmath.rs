@@ -177,7 +177,7 @@ unsafe fn call_avx2<R>(body: impl FnOnce() -> R) -> R {
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn has_avx2() -> bool {
+pub fn has_avx2() -> bool {
     std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
 }
 

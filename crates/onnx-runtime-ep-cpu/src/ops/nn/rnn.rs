@@ -534,9 +534,15 @@ fn rows_dot<T: Real>(a: &[T], rows: usize, m: &[T], n: usize, k: usize, out: &mu
     }
 }
 
-/// A dot product in eight interleaved partial sums (vectorizes).
+/// A dot product: with FMA in 32 interleaved partial sums on AVX2 machines, else in eight
+/// (both vectorize).
 #[inline]
 fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::math::vecmath::has_avx2() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { dot_fma(a, b) };
+    }
     let mut acc = [T::zero(); 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -550,6 +556,72 @@ fn dot<T: Real>(a: &[T], b: &[T]) -> T {
         s += x * y;
     }
     s
+}
+
+/// [`dot`] with fused multiply-adds (the recurrent step's GEMV is most of an LSTM's time):
+/// f32 in four 8-lane accumulators, other types in 32 interleaved sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_fma<T: Real>(a: &[T], b: &[T]) -> T {
+    use std::any::TypeId;
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    if TypeId::of::<T>() == TypeId::of::<f32>() {
+        let (pa, pb) = (a.as_ptr() as *const f32, b.as_ptr() as *const f32);
+        // SAFETY: T is f32; every read is below n, the shorter slice's length.
+        let s = unsafe {
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut i = 0;
+            while i + 32 <= n {
+                for (q, v) in acc.iter_mut().enumerate() {
+                    let x = _mm256_loadu_ps(pa.add(i + 8 * q));
+                    let y = _mm256_loadu_ps(pb.add(i + 8 * q));
+                    *v = _mm256_fmadd_ps(x, y, *v);
+                }
+                i += 32;
+            }
+            while i + 8 <= n {
+                acc[0] = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(pa.add(i)),
+                    _mm256_loadu_ps(pb.add(i)),
+                    acc[0],
+                );
+                i += 8;
+            }
+            let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            let h = _mm_add_ss(h, _mm_movehdup_ps(h));
+            let mut s = _mm_cvtss_f32(h);
+            while i < n {
+                s = (*pa.add(i)).mul_add(*pb.add(i), s);
+                i += 1;
+            }
+            s
+        };
+        return T::from_f32(s).expect("f32 converts to itself");
+    }
+    const W: usize = 32;
+    let mut acc = [T::zero(); W];
+    let (ca, cb) = (a[..n].chunks_exact(W), b[..n].chunks_exact(W));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..W {
+            acc[i] = x[i].mul_add(y[i], acc[i]);
+        }
+    }
+    let mut s = T::zero();
+    for (&x, &y) in ra.iter().zip(rb) {
+        s = x.mul_add(y, s);
+    }
+    let mut w = W;
+    while w > 1 {
+        w /= 2;
+        for i in 0..w {
+            acc[i] = acc[i] + acc[i + w];
+        }
+    }
+    acc[0] + s
 }
 
 /// A float input's elements as `T`: f32/f64 read in place, f16/bf16 widened once.
