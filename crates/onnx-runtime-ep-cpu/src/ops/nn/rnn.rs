@@ -618,7 +618,7 @@ unsafe fn dot_fma<T: Real>(a: &[T], b: &[T]) -> T {
     while w > 1 {
         w /= 2;
         for i in 0..w {
-            acc[i] = acc[i] + acc[i + w];
+            acc[i] += acc[i + w];
         }
     }
     acc[0] + s
