@@ -13,6 +13,7 @@
 
 use super::conv::ConvGeom;
 use super::conv_act::{Activation, Epilogue};
+use super::conv_gemm::Blocking;
 use super::scratch::{build_vec, with_scratch, SharedMut};
 use super::sgemm::AlignedBuf;
 use kernel::{Post, Start};
@@ -209,15 +210,6 @@ impl Planes {
             }
         }
     }
-}
-
-/// How the positions x channels of one (image, group) are cut into tasks.
-struct Blocking {
-    nt: usize,
-    parts_n: usize,
-    mt: usize,
-    parts_m: usize,
-    parallel: bool,
 }
 
 fn blocking(units: usize, mg: usize, nj: usize, k: usize, threads: usize) -> Blocking {

@@ -17,16 +17,16 @@ const TILE_BYTES: usize = 512 << 10;
 /// Multiply-adds below which a convolution runs on the calling thread.
 const PARALLEL_MACS: usize = 1 << 20;
 
-/// How the output of one (image, group) is cut into blocks.
+/// How the output of one (image, group) is cut into blocks (also used by the direct kernel).
 #[derive(Debug, PartialEq)]
-struct Blocking {
+pub(super) struct Blocking {
     /// Output positions per block and the number of column blocks.
-    nt: usize,
-    parts_n: usize,
+    pub nt: usize,
+    pub parts_n: usize,
     /// Output channels per block and the number of row blocks.
-    mt: usize,
-    parts_m: usize,
-    parallel: bool,
+    pub mt: usize,
+    pub parts_m: usize,
+    pub parallel: bool,
 }
 
 fn blocking(

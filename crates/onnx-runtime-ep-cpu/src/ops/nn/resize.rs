@@ -478,19 +478,10 @@ fn nearest_resize(x: &Tensor, plans: &[Option<AxisPlan>], ex: f64) -> Option<Ten
         });
     }
     let shape: Vec<usize> = axes.iter().map(|m| m.src.len()).collect();
-    macro_rules! go {
-        ($T:ty) => {{
-            let e = bytemuck::pod_read_unaligned::<$T>(extrap.bytes());
-            Tensor::from_vec(shape, nearest(x.data::<$T>(), x.shape(), &axes, e)).with_dtype(dtype)
-        }};
-    }
-    Some(match dtype.bit_width()? {
-        8 => go!(u8),
-        16 => go!(u16),
-        32 => go!(u32),
-        64 => go!(u64),
-        _ => return None,
-    })
+    Some(crate::dispatch_width!(dtype, T => {
+        let e = bytemuck::pod_read_unaligned::<T>(extrap.bytes());
+        Tensor::from_vec(shape, nearest(x.data::<T>(), x.shape(), &axes, e)).with_dtype(dtype)
+    }, _ => return None))
 }
 
 fn parse_mode(node: &Node, s: &str) -> Result<Mode, EpError> {

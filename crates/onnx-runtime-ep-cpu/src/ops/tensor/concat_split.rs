@@ -78,25 +78,16 @@ fn concat_whole_bytes(
     out_shape: &[usize],
 ) -> Option<Tensor> {
     let dtype = parts[0].dtype();
-    macro_rules! go {
-        ($T:ty) => {{
-            let mut v: Vec<$T> = Vec::with_capacity(outer * out_shape[axis] * inner);
-            for o in 0..outer {
-                for p in parts {
-                    let len = p.shape()[axis] * inner;
-                    v.extend_from_slice(&p.data::<$T>()[o * len..(o + 1) * len]);
-                }
+    Some(crate::dispatch_width!(dtype, T => {
+        let mut v: Vec<T> = Vec::with_capacity(outer * out_shape[axis] * inner);
+        for o in 0..outer {
+            for p in parts {
+                let len = p.shape()[axis] * inner;
+                v.extend_from_slice(&p.data::<T>()[o * len..(o + 1) * len]);
             }
-            Tensor::from_vec(out_shape.to_vec(), v).with_dtype(dtype)
-        }};
-    }
-    Some(match dtype.bit_width()? {
-        8 => go!(u8),
-        16 => go!(u16),
-        32 => go!(u32),
-        64 => go!(u64),
-        _ => return None,
-    })
+        }
+        Tensor::from_vec(out_shape.to_vec(), v).with_dtype(dtype)
+    }, _ => return None))
 }
 
 /// Cuts `x` along `axis` into pieces of `sizes` (which sum to the axis length).
