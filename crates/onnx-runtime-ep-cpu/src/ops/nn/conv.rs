@@ -4,7 +4,7 @@
 
 use super::common::{self, invalid, Real};
 use super::conv_act::{Activation, Epilogue};
-use super::conv_direct::{self, direct_conv, DirectWeights};
+use super::conv_direct::{self, DirectWeights};
 use super::conv_gemm::gemm_conv;
 use super::depthwise::depthwise2d;
 use super::scratch::build_vec;
@@ -100,20 +100,7 @@ pub fn conv_fused_f32(
     direct: Option<&DirectWeights>,
     ep: &Epilogue<f32>,
 ) -> Vec<f32> {
-    if !conv_direct::supports(g) {
-        return conv_fused(g, x, w, ep);
-    }
-    let packed;
-    let wp = match direct {
-        Some(d) if d.fits(g) => d,
-        _ => {
-            packed = DirectWeights::pack(w, g.m, g.group, w.len() / g.m.max(1));
-            &packed
-        }
-    };
-    let len = g.n * g.m * g.win.output_size();
-    // SAFETY: direct_conv writes every element of the output it is given.
-    unsafe { build_vec(len, |out| direct_conv(g, x, wp, ep, out)) }
+    conv_direct::try_conv(g, x, w, direct, ep).unwrap_or_else(|| conv_fused(g, x, w, ep))
 }
 
 /// Conv, and com.microsoft FusedConv: Conv's attributes plus `activation` (Relu, Tanh,

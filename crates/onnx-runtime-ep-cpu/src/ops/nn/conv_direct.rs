@@ -82,17 +82,51 @@ fn kernel_taps(g: &ConvGeom) -> usize {
     g.win.kernel.iter().product()
 }
 
-/// Whether [`direct_conv`] runs `g` on this machine (and should: 1x1 stride-1 unpadded
+/// Whether the direct kernel runs `g` on this machine (and should: 1x1 stride-1 unpadded
 /// convolutions are a plain GEMM on the input, and depthwise ones have their own kernel).
-pub fn supports(g: &ConvGeom) -> bool {
+#[cfg(test)]
+fn supports(g: &ConvGeom) -> bool {
+    plan(g).is_some()
+}
+
+/// The plane layout of `g` when the direct kernel should run it: 2-D, not depthwise, not a
+/// plain GEMM, every tap inside the planes, and AVX2/FMA present.
+fn plan(g: &ConvGeom) -> Option<Planes> {
     let w = &g.win;
-    w.input.len() == 2
+    let suitable = w.input.len() == 2
         && g.c != g.group
         && !(kernel_taps(g) == 1
             && w.strides.iter().all(|&s| s == 1)
             && w.pad_begin.iter().chain(&w.pad_end).all(|&p| p == 0))
-        && Planes::new(g).is_some()
-        && kernel::available()
+        && kernel::available();
+    if suitable {
+        Planes::new(g)
+    } else {
+        None
+    }
+}
+
+/// The f32 convolution on the direct kernel when it suits `g` (with `packed`, the weights
+/// packed at build, or `w` packed now); None when the caller should take another path.
+pub fn try_conv(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    packed: Option<&DirectWeights>,
+    ep: &Epilogue<f32>,
+) -> Option<Vec<f32>> {
+    let planes = plan(g)?;
+    let fresh;
+    let wp = match packed {
+        Some(d) if d.fits(g) => d,
+        _ => {
+            fresh = DirectWeights::pack(w, g.m, g.group, w.len() / g.m.max(1));
+            &fresh
+        }
+    };
+    let len = g.n * g.m * g.win.output_size();
+    // SAFETY: `run` writes every element of the output it is given.
+    Some(unsafe { build_vec(len, |out| run(g, &planes, x, wp, ep, out)) })
 }
 
 /// The stride-phase plane layout of one (image, group).
@@ -273,20 +307,32 @@ impl Finish {
 }
 
 /// Writes every element of `out` (`[n, m, ho, wo]`) with the convolution of `x` by the
-/// packed weights `wp`, finished by `ep`. The caller checked [`supports`] and
-/// [`DirectWeights::fits`].
-pub fn direct_conv(
+/// packed weights `wp`, finished by `ep`. Panics unless `supports` and
+/// [`DirectWeights::fits`] hold. (The runtime enters through [`try_conv`].)
+#[cfg(test)]
+fn direct_conv(
     g: &ConvGeom,
     x: &[f32],
     wp: &DirectWeights,
     ep: &Epilogue<f32>,
     out: &mut [MaybeUninit<f32>],
 ) {
+    let planes = plan(g).expect("direct_conv: unsupported geometry");
+    run(g, &planes, x, wp, ep, out)
+}
+
+fn run(
+    g: &ConvGeom,
+    planes: &Planes,
+    x: &[f32],
+    wp: &DirectWeights,
+    ep: &Epilogue<f32>,
+    out: &mut [MaybeUninit<f32>],
+) {
     assert!(
-        supports(g) && wp.fits(g),
-        "direct_conv: unsupported geometry"
+        wp.fits(g),
+        "direct_conv: weights packed for another geometry"
     );
-    let planes = Planes::new(g).expect("supports() checked the planes");
     let win = &g.win;
     let (cg, mg) = (g.c / g.group, g.m / g.group);
     let (ho, wo) = (win.output[0], win.output[1]);
@@ -343,7 +389,20 @@ pub fn direct_conv(
             for c0 in (0..cg).step_by(cc) {
                 let (k0, kc) = (c0 * taps, cc.min(cg - c0) * taps);
                 let last = c0 + cc >= cg;
+                let post = if last { fin.post } else { Post::None };
                 for p in 0..panels {
+                    let a = &wp.panel(gi, m0 / MR + p)[k0 * MR..][..kc * MR];
+                    let start = if c0 == 0 {
+                        let mut v = [0.0; MR];
+                        if let Some(bias) = ep.bias {
+                            let ch = gi * mg + m0 + p * MR;
+                            let n = MR.min(mg - (m0 + p * MR));
+                            v[..n].copy_from_slice(&bias[ch..ch + n]);
+                        }
+                        Start::Rows(v)
+                    } else {
+                        Start::Load
+                    };
                     for jt in (0..ldc).step_by(NR) {
                         // Reads: base[offs[k] + j0 + jt + 0..NR], inside the unit's planes plus
                         // slack (Planes::new bounds every tap; the slack covers the tile tail).
@@ -351,20 +410,7 @@ pub fn direct_conv(
                         debug_assert!(offs[k0..k0 + kc]
                             .iter()
                             .all(|&o| o + bpos + NR <= base.len()));
-                        let a = &wp.panel(gi, m0 / MR + p)[k0 * MR..][..kc * MR];
                         let c = &mut y[p * MR * ldc + jt..];
-                        let start = if c0 == 0 {
-                            let mut v = [0.0; MR];
-                            if let Some(bias) = ep.bias {
-                                let ch = gi * mg + m0 + p * MR;
-                                let n = MR.min(mg - (m0 + p * MR));
-                                v[..n].copy_from_slice(&bias[ch..ch + n]);
-                            }
-                            Start::Rows(v)
-                        } else {
-                            Start::Load
-                        };
-                        let post = if last { fin.post } else { Post::None };
                         // SAFETY: `a` holds kc * MR values; every B read is in `base` (above);
                         // C rows p*MR..p*MR+MR of width NR at column jt lie inside `y`.
                         unsafe {
