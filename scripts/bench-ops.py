@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Single-operator latency, ours against onnxruntime, on shapes taken from the benchmark models.
+
+    cargo build --release -p onnx-runtime-cli
+    scripts/bench-ops.py [--threads 1] [--iterations 200] [--only NAME ...] [--cli PATH]
+
+Each case is a one-node ONNX model (constant weights, random normal input) written to a temporary
+folder. onnxruntime (python, CPUExecutionProvider, intra_op_num_threads=N, sequential) runs 20
+warm-up and I timed runs; then `onnx-runtime bench MODEL --threads N --warmup 20 --iterations I
+--input x=FILE.npy`. Prints the median latency of each in ms and ours/ORT. Not part of
+scripts/check: the numbers are for docs/benchmarks/ (quote the machine and load with them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _model(name, nodes, x_shape, y_shape, inits, opset=13):
+    g = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def conv(cin, cout, hw, k, s=1, relu=True):
+    """Conv (+ Relu) with pad k//2, as in the CNNs' 3x3 and 1x1 layers."""
+    rng = np.random.default_rng(0)
+    p = k // 2
+    w = numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "B")
+    out = "t" if relu else "y"
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], [out], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["t"], ["y"]))
+    ho = (hw + 2 * p - k) // s + 1
+    return _model("conv", nodes, [1, cin, hw, hw], [1, cout, ho, ho], [w, b]), [1, cin, hw, hw]
+
+
+def matmul(m, k, n):
+    """MatMul by a constant [k, n] weight (transformer projections at sequence m)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((k, n)) * 0.1).astype(np.float32), "W")
+    node = helper.make_node("MatMul", ["x", "W"], ["y"])
+    return _model("matmul", [node], [1, m, k], [1, m, n], [w]), [1, m, k]
+
+
+def gemm(m, k, n):
+    """Gemm with transB=1 and a bias (a classifier head)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((n, k)) * 0.1).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "B")
+    node = helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=1)
+    return _model("gemm", [node], [m, k], [m, n], [w, b]), [m, k]
+
+
+def lstm(seq, inp, hidden):
+    """Bidirectional LSTM, batch 1 (an OCR model's sequence head)."""
+    rng = np.random.default_rng(0)
+    arr = lambda *s: (rng.standard_normal(s) * 0.05).astype(np.float32)  # noqa: E731
+    inits = [
+        numpy_helper.from_array(arr(2, 4 * hidden, inp), "W"),
+        numpy_helper.from_array(arr(2, 4 * hidden, hidden), "R"),
+        numpy_helper.from_array(arr(2, 8 * hidden), "B"),
+    ]
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], hidden_size=hidden, direction="bidirectional")
+    return _model("lstm", [node], [seq, 1, inp], [seq, 2, 1, hidden], inits, opset=14), [seq, 1, inp]
+
+
+CASES = {
+    "conv3x3_16_64_55": lambda: conv(16, 64, 55, 3),
+    "conv3x3_64_64_56": lambda: conv(64, 64, 56, 3),
+    "conv3x3_256_256_14": lambda: conv(256, 256, 14, 3),
+    "conv3x3_512_512_7": lambda: conv(512, 512, 7, 3),
+    "conv3x3s2_3_64_224": lambda: conv(3, 64, 224, 3, s=2),
+    "conv1x1_64_256_56": lambda: conv(64, 256, 56, 1, relu=False),
+    "conv1x1_2048_512_7": lambda: conv(2048, 512, 7, 1),
+    "matmul_16_384_1536": lambda: matmul(16, 384, 1536),
+    "matmul_16_1536_384": lambda: matmul(16, 1536, 384),
+    "gemm_20_1024_8210": lambda: gemm(20, 1024, 8210),
+    "lstm_20_512_512": lambda: lstm(20, 512, 512),
+}
+
+
+def ort_median(path: Path, x: np.ndarray, threads: int, iters: int) -> float:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    for _ in range(20):
+        s.run(None, {"x": x})
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        s.run(None, {"x": x})
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(ts))
+
+
+def ours_median(cli: Path, path: Path, xfile: Path, threads: int, iters: int) -> float:
+    cmd = [str(cli), "bench", str(path), "--threads", str(threads), "--warmup", "20",
+           "--iterations", str(iters), "--input", f"x={xfile}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    m = re.search(r"latency ms:.*?\bp50\s+([0-9.]+)", out)
+    if not m:
+        sys.exit(f"could not read the latency from: {' '.join(cmd)}\n{out}")
+    return float(m.group(1))
+
+
+def main() -> None:
+    root = Path(__file__).resolve().parent.parent
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cli", type=Path, default=root / "target/release/onnx-runtime")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--only", nargs="*", choices=sorted(CASES), help="cases to run (default: all)")
+    args = ap.parse_args()
+    names = args.only or list(CASES)
+    print("| case | threads | ORT ms | ours ms | ours/ORT |\n|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            model, x_shape = CASES[name]()
+            path, xfile = Path(tmp) / f"{name}.onnx", Path(tmp) / f"{name}_x.npy"
+            onnx.save(model, path)
+            x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
+            np.save(xfile, x)
+            ort_ms = ort_median(path, x, args.threads, args.iterations)
+            ours_ms = ours_median(args.cli, path, xfile, args.threads, args.iterations)
+            print(f"| {name} | {args.threads} | {ort_ms:.3f} | {ours_ms:.3f} | {ours_ms / ort_ms:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
