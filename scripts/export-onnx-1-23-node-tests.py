@@ -31,7 +31,7 @@ def ensure_installed() -> None:
         return
     subprocess.check_call(
         [
-            sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+            sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
             "--target", TARGET, f"onnx=={VERSION}",
         ]
     )
