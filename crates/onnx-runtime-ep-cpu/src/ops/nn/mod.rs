@@ -39,6 +39,7 @@ mod rnn;
 mod scratch;
 mod sgemm;
 mod sgemm_kernel;
+mod sgemm_wide;
 mod signal;
 mod subgraph;
 mod training;

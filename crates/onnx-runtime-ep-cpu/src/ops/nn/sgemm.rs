@@ -15,9 +15,10 @@
 
 use super::scratch::SharedMut;
 use super::sgemm_kernel::{micro_kernel, MR, NR};
+use super::sgemm_wide::{self, MR_TALL, MR_WIDE};
 
 /// Depth of one pass over a block (a `KC x NR` B panel is 16 KiB and stays in L1).
-const KC: usize = 256;
+pub(super) const KC: usize = 256;
 /// Multiply-adds below which a product runs on the calling thread.
 const PARALLEL_MACS: usize = 1 << 18;
 
@@ -152,7 +153,7 @@ impl<'a> Panels<'a> {
 
     /// Panel `i` (counted from `first`) in the pass starting at depth `p0` of depth `kc`.
     #[inline]
-    fn at(&self, p0: usize, kc: usize, i: usize) -> &'a [f32] {
+    pub(super) fn at(&self, p0: usize, kc: usize, i: usize) -> &'a [f32] {
         let w = self.w;
         let off = p0 * self.count * w + (self.first + i) * kc * w;
         &self.data[off..off + kc * w]
@@ -252,24 +253,57 @@ pub unsafe fn gemm_panels(
 }
 
 /// How a product of `m x n` by depth `k` is cut into (row block, column block) tasks, in
-/// panels: (A panels per block, B panels per block, run in parallel).
-fn task_grid(m: usize, n: usize, k: usize, threads: usize) -> (usize, usize, bool) {
-    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
-    // Blocks of up to 16 A panels (96 rows) by 16 B panels (256 columns).
-    let mut mb = mp.min(16);
+/// panels of `mr` rows and `NR` columns: (A panels per block, B panels per block, run in
+/// parallel). Column blocks hold an even number of B panels where they can (the wide
+/// kernel takes them in pairs).
+fn task_grid(m: usize, n: usize, k: usize, mr: usize, threads: usize) -> (usize, usize, bool) {
+    let (mp, np) = (m.div_ceil(mr), n.div_ceil(NR));
+    // Blocks of up to 96 rows by 16 B panels (256 columns).
+    let mut mb = mp.min(96 / mr);
     let mut nb = np.min(16);
     let parallel = threads > 1 && m.saturating_mul(n).saturating_mul(k) >= PARALLEL_MACS;
     if parallel {
         let want = 2 * threads;
-        while mp.div_ceil(mb) * np.div_ceil(nb) < want && (nb > 1 || mb > 1) {
-            if nb >= mb && nb > 1 {
-                nb = nb.div_ceil(2);
-            } else {
+        while mp.div_ceil(mb) * np.div_ceil(nb) < want && (nb > 2 || mb > 1) {
+            if nb >= mb && nb > 2 {
+                nb = nb.div_ceil(2).next_multiple_of(2);
+            } else if mb > 1 {
                 mb = mb.div_ceil(2);
+            } else {
+                break;
             }
         }
     }
     (mb, nb, parallel)
+}
+
+/// The micro-kernel family a product runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// 6 x 16 tiles (AVX2+FMA, or the portable loop).
+    Base,
+    /// 8 x 32 tiles on AVX-512F ([`super::sgemm_wide`]).
+    Wide,
+}
+
+impl Isa {
+    /// The best family this CPU runs.
+    pub fn detect() -> Isa {
+        if sgemm_wide::available() {
+            Isa::Wide
+        } else {
+            Isa::Base
+        }
+    }
+
+    /// Rows per A panel for a product of `m` rows.
+    fn mr(self, m: usize) -> usize {
+        match self {
+            Isa::Base => MR,
+            Isa::Wide if m > MR_WIDE && m <= MR_TALL => MR_TALL,
+            Isa::Wide => MR_WIDE,
+        }
+    }
 }
 
 /// `c = a @ b` (then `finish(row, column0, segment)` on each finished row segment) for an
@@ -284,40 +318,61 @@ pub fn gemm_packed_b(
     c: &mut [std::mem::MaybeUninit<f32>],
     finish: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
 ) {
+    gemm_packed_b_on(Isa::detect(), m, a, a_rs, a_cs, b, c, finish)
+}
+
+/// [`gemm_packed_b`] on a chosen kernel family (`Wide` only where [`Isa::detect`] gives it).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_packed_b_on(
+    isa: Isa,
+    m: usize,
+    a: &[f32],
+    a_rs: usize,
+    a_cs: usize,
+    b: &PackedB,
+    c: &mut [std::mem::MaybeUninit<f32>],
+    finish: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
+) {
+    assert!(
+        isa == Isa::Base || sgemm_wide::available(),
+        "gemm_packed_b_on: this CPU has no AVX-512F"
+    );
     let (k, n) = (b.k, b.n);
     assert_eq!(c.len(), m * n, "gemm_packed_b: output size");
     if m == 0 || n == 0 {
         return;
     }
-    let mp = m.div_ceil(MR);
-    let len = packed_len(mp, k, MR);
+    let mr = isa.mr(m);
+    let mp = m.div_ceil(mr);
+    let len = packed_len(mp, k, mr);
     super::scratch::with_scratch::<f32, _>(len + 16, |buf| {
         // Align the packed A to a cache line inside the scratch.
         let off = buf.as_ptr().align_offset(64).min(15);
         let ap = &mut buf[off..off + len];
-        pack_a(a, m, k, a_rs, a_cs, ap);
-        let a_all = Panels::new(ap, k, mp, MR);
+        pack(a, m, k, a_rs, a_cs, mr, ap);
+        let a_all = Panels::new(ap, k, mp, mr);
         let b_all = b.panels();
-        let (mb, nb, parallel) = task_grid(m, n, k, rayon::current_num_threads());
+        let (mb, nb, parallel) = task_grid(m, n, k, mr, rayon::current_num_threads());
         let (tm, tn) = (mp.div_ceil(mb), n.div_ceil(NR).div_ceil(nb));
         let cp = SharedMut(c.as_mut_ptr() as *mut f32);
         let task = |t: usize| {
             let (bi, bj) = (t / tn, t % tn);
-            let (r0, c0) = (bi * mb * MR, bj * nb * NR);
-            let rows = (mb * MR).min(m - r0);
+            let (r0, c0) = (bi * mb * mr, bj * nb * NR);
+            let rows = (mb * mr).min(m - r0);
             let cols = (nb * NR).min(n - c0);
+            let (a_blk, b_blk) = (a_all.skip(bi * mb), b_all.skip(bj * nb));
+            let out = cp.get().wrapping_add(r0 * n + c0);
+            let mut fin = |i: usize, row: &mut [f32]| finish(r0 + i, c0, row);
             // SAFETY: the block rows r0..r0+rows, columns c0..c0+cols lies inside `c`
-            // (m x n) and tasks cover disjoint blocks.
+            // (m x n) and tasks cover disjoint blocks; `Wide` runs only where the CPU has
+            // AVX-512F (asserted above).
             unsafe {
-                gemm_panels(
-                    rows,
-                    cols,
-                    a_all.skip(bi * mb),
-                    b_all.skip(bj * nb),
-                    cp.get().add(r0 * n + c0),
-                    n,
-                    &mut |i, row| finish(r0 + i, c0, row),
-                );
+                match isa {
+                    Isa::Base => gemm_panels(rows, cols, a_blk, b_blk, out, n, &mut fin),
+                    Isa::Wide => {
+                        sgemm_wide::gemm_panels_wide(rows, cols, a_blk, b_blk, out, n, KC, &mut fin)
+                    }
+                }
             }
         };
         if parallel && tm * tn > 1 {
@@ -338,6 +393,15 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    /// The kernel families this CPU runs (both are checked where it has AVX-512F).
+    fn isas() -> Vec<Isa> {
+        let mut v = vec![Isa::Base];
+        if sgemm_wide::available() {
+            v.push(Isa::Wide);
+        }
+        v
     }
 
     fn reference(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f64> {
@@ -361,6 +425,10 @@ mod tests {
             (6, 16, 16),
             (13, 300, 33),
             (16, 384, 384),
+            (8, 40, 32),
+            (9, 257, 48),
+            (17, 1536, 80),
+            (24, 512, 1536),
             (100, 600, 50),
             (40, 1536, 70),
             (7, 0, 9),
@@ -371,16 +439,18 @@ mod tests {
             // b given transposed (n x k storage) must pack to the same panels.
             let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
             for pb in [PackedB::new(&b, k, n, n, 1), PackedB::new(&bt, k, n, 1, k)] {
-                let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * n];
-                gemm_packed_b(m, &a, k, 1, &pb, &mut c, &|_, _, _| {});
-                for (i, (got, want)) in c.iter().zip(&want).enumerate() {
-                    // SAFETY: every element was written by gemm_packed_b (or set above).
-                    let got = unsafe { got.assume_init() } as f64;
-                    let tol = 1e-5 * (k as f64).sqrt().max(1.0);
-                    assert!(
-                        (got - want).abs() <= tol,
-                        "{m}x{k}x{n} at {i}: {got} vs {want}"
-                    );
+                for isa in isas() {
+                    let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * n];
+                    gemm_packed_b_on(isa, m, &a, k, 1, &pb, &mut c, &|_, _, _| {});
+                    for (i, (got, want)) in c.iter().zip(&want).enumerate() {
+                        // SAFETY: every element was written by gemm_packed_b (or set above).
+                        let got = unsafe { got.assume_init() } as f64;
+                        let tol = 1e-5 * (k as f64).sqrt().max(1.0);
+                        assert!(
+                            (got - want).abs() <= tol,
+                            "{isa:?} {m}x{k}x{n} at {i}: {got} vs {want}"
+                        );
+                    }
                 }
             }
         }
