@@ -53,19 +53,13 @@ pub fn packed_len(panels: usize, k: usize, w: usize) -> usize {
     panels * k * w
 }
 
-/// Packs rows `0..m` of the `m x k` matrix `a` (element `(i, p)` at `i * rs + p * cs`) into
-/// `m.div_ceil(MR)` A panels in `dst`.
-pub fn pack_a(a: &[f32], m: usize, k: usize, rs: usize, cs: usize, dst: &mut [f32]) {
-    pack(a, m, k, rs, cs, MR, dst)
-}
-
 /// Packs columns `0..n` of the `k x n` matrix `b` (element `(p, j)` at `p * rs + j * cs`)
 /// into `n.div_ceil(NR)` B panels in `dst`.
 pub fn pack_b(b: &[f32], k: usize, n: usize, rs: usize, cs: usize, dst: &mut [f32]) {
     pack(b, n, k, cs, rs, NR, dst)
 }
 
-/// Packs `lines` lines of depth `k` (element `(line l, depth p)` at `l * ls + p * ps`) into
+/// Packs `lines` lines of depth `k` (A: rows, with `ls` the row stride; B: columns) (element `(line l, depth p)` at `l * ls + p * ps`) into
 /// panels of width `w`.
 fn pack(src: &[f32], lines: usize, k: usize, ls: usize, ps: usize, w: usize, dst: &mut [f32]) {
     let panels = lines.div_ceil(w);
@@ -370,7 +364,7 @@ pub fn gemm_packed_b_on(
                 match isa {
                     Isa::Base => gemm_panels(rows, cols, a_blk, b_blk, out, n, &mut fin),
                     Isa::Wide => {
-                        sgemm_wide::gemm_panels_wide(rows, cols, a_blk, b_blk, out, n, KC, &mut fin)
+                        sgemm_wide::gemm_panels_wide(rows, cols, a_blk, b_blk, out, n, &mut fin)
                     }
                 }
             }
@@ -464,7 +458,7 @@ mod tests {
         let b: Vec<f32> = (0..k * n).map(|_| lcg(&mut seed)).collect();
         let want = reference(&a, &b, m, k, n);
         let mut pa = AlignedBuf::zeroed(packed_len(m.div_ceil(MR), k, MR));
-        pack_a(&a, m, k, k, 1, pa.as_mut_slice());
+        pack(&a, m, k, k, 1, MR, pa.as_mut_slice());
         let pa = Panels::new(pa.as_slice(), k, m.div_ceil(MR), MR);
         let pb = PackedB::new(&b, k, n, n, 1);
         let mut c = vec![0.0f32; m * n];

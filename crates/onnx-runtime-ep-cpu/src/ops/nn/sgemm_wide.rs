@@ -9,7 +9,7 @@
 //! kernel (the tile reads two neighbours), so constant weights are packed once for both; only
 //! A, packed per call, is packed `MR_WIDE` rows wide.
 
-use super::sgemm::Panels;
+use super::sgemm::{Panels, KC};
 use super::sgemm_kernel::NR;
 
 /// Rows of C per wide tile (8 x 32).
@@ -43,7 +43,6 @@ pub unsafe fn gemm_panels_wide(
     b: Panels<'_>,
     c: *mut f32,
     ldc: usize,
-    kc_max: usize,
     finish: &mut dyn FnMut(usize, &mut [f32]),
 ) {
     let k = a.k;
@@ -73,7 +72,7 @@ pub unsafe fn gemm_panels_wide(
     }
     let mut p0 = 0;
     while p0 < k {
-        let kc = kc_max.min(k - p0);
+        let kc = KC.min(k - p0);
         // A pair of B panels outer (32 KiB, in L1/L2), A panels inner.
         let mut jp = 0;
         while jp < np {
