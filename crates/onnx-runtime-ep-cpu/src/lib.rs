@@ -19,6 +19,10 @@ pub use kernel::{BuildContext, CpuFactory, CpuKernel, CpuRegistry};
 pub use provider::CpuExecutionProvider;
 pub use tensor::{Element, Tensor, Value};
 
+/// The domain of the runtime's own fused ops, which only its graph optimizer writes
+/// (MatMulBias: `act(A @ B + bias)`). Models never carry it.
+pub const INTERNAL_DOMAIN: &str = "ai.onnx_runtime_rs.internal";
+
 /// The registry with every CPU kernel.
 pub fn registry() -> &'static CpuRegistry {
     static REGISTRY: std::sync::OnceLock<CpuRegistry> = std::sync::OnceLock::new();

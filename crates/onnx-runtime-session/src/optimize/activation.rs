@@ -161,7 +161,7 @@ fn hard_swish_at(rw: &Rewriter<'_>, id: NodeId) -> Option<(ValueId, Vec<NodeId>)
 }
 
 /// The activation reading `x` (its only reader), if FusedConv supports it.
-fn activation_after(rw: &Rewriter<'_>, x: ValueId) -> Option<Activation> {
+pub(crate) fn activation_after(rw: &Rewriter<'_>, x: ValueId) -> Option<Activation> {
     // A written-out HardSwish reads x from two nodes; its last node is a reader of x or a
     // reader of one.
     let mut roots: Vec<NodeId> = rw.consumers(x).to_vec();
@@ -272,7 +272,7 @@ pub(crate) fn fuse_conv_activation(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
     for n in removed {
         rw.remove(n);
     }
-    rw.uses_ms_domain = true;
+    rw.new_domains.insert(MS);
     rw.count(if z.is_some() {
         "conv_add_activation"
     } else {
@@ -369,7 +369,7 @@ pub(crate) fn fuse_silu(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
         node.attributes
             .insert("alpha".into(), Attribute::Float(1.0));
         rw.remove(sig);
-        rw.uses_ms_domain = true;
+        rw.new_domains.insert(MS);
         rw.count("silu");
         return true;
     }

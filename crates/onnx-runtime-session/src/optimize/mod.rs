@@ -1,6 +1,7 @@
 //! Graph optimizations applied when a session is built, before kernels are chosen: no-op
 //! removal, constant affine maps folded into Conv weights, and (at [`OptimizationLevel::All`])
-//! chains of element-wise ops fused into single `com.microsoft` kernels.
+//! chains of element-wise ops fused into single `com.microsoft` kernels, and MatMul with its
+//! bias and activation into the CPU provider's internal `MatMulBias`.
 //!
 //! Every rewrite fires only when it computes the same function: its constants are
 //! constants (initializers that are not graph inputs, `Constant`/`ConstantOfShape` nodes,
@@ -11,6 +12,7 @@
 
 mod activation;
 mod conv_fold;
+mod matmul_fuse;
 mod noop;
 mod rewriter;
 mod shapes;
@@ -19,7 +21,7 @@ mod transformer;
 use onnx_runtime_ep_cpu::CpuRegistry;
 use onnx_runtime_ir::{Attribute, Graph, NodeId};
 use rewriter::Rewriter;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How much a session rewrites a graph before running it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,7 +83,10 @@ fn groups(level: OptimizationLevel) -> Vec<Vec<Pass>> {
             transformer::fuse_fast_gelu,
             transformer::fuse_layer_norm,
         ]);
-        g.push(vec![activation::fuse_conv_activation]);
+        g.push(vec![
+            activation::fuse_conv_activation,
+            matmul_fuse::fuse_matmul_bias,
+        ]);
     }
     g
 }
@@ -102,32 +107,42 @@ pub fn optimize(
         return report;
     }
     let opset = graph.opset("").unwrap_or(1);
-    let uses_ms = optimize_graph(graph, level, registry, opset, &mut report.applied);
-    if uses_ms && graph.opset("com.microsoft").is_none() {
-        graph.opset_imports.insert("com.microsoft".into(), 1);
+    let mut domains = BTreeSet::new();
+    optimize_graph(
+        graph,
+        level,
+        registry,
+        opset,
+        &mut report.applied,
+        &mut domains,
+    );
+    for d in domains {
+        if graph.opset(d).is_none() {
+            graph.opset_imports.insert(d.into(), 1);
+        }
     }
     report.nodes_after = count_nodes(graph);
     report
 }
 
-/// Optimizes `graph` and its subgraphs; true when a `com.microsoft` node was added.
+/// Optimizes `graph` and its subgraphs, adding to `domains` those of the nodes it wrote.
 fn optimize_graph(
     graph: &mut Graph,
     level: OptimizationLevel,
     registry: &CpuRegistry,
     opset: u64,
     applied: &mut BTreeMap<&'static str, usize>,
-) -> bool {
-    let mut uses_ms = false;
+    domains: &mut BTreeSet<&'static str>,
+) {
     for node in &mut graph.nodes {
         for attr in node.attributes.values_mut() {
             match attr {
                 Attribute::Graph(g) => {
-                    uses_ms |= optimize_graph(g, level, registry, opset, applied);
+                    optimize_graph(g, level, registry, opset, applied, domains);
                 }
                 Attribute::Graphs(gs) => {
                     for g in gs {
-                        uses_ms |= optimize_graph(g, level, registry, opset, applied);
+                        optimize_graph(g, level, registry, opset, applied, domains);
                     }
                 }
                 _ => {}
@@ -135,7 +150,7 @@ fn optimize_graph(
         }
     }
     let Some(mut rw) = Rewriter::new(graph, registry, opset) else {
-        return uses_ms;
+        return;
     };
     for group in groups(level) {
         // Each sweep visits every live node; a rewrite refreshes the use lists. Rewrites
@@ -162,11 +177,11 @@ fn optimize_graph(
             }
         }
     }
-    let (done, ms) = rw.finish();
+    let (done, added) = rw.finish();
     for (k, v) in done {
         *applied.entry(k).or_default() += v;
     }
-    uses_ms || ms
+    domains.extend(added);
 }
 
 fn count_nodes(graph: &Graph) -> usize {

@@ -33,8 +33,8 @@ pub(crate) struct Rewriter<'g> {
     /// subgraphs of this graph's nodes.
     pinned: Vec<bool>,
     inputs: BTreeSet<ValueId>,
-    /// Set when a pass added a `com.microsoft` node (the model must import the domain).
-    pub uses_ms_domain: bool,
+    /// Domains of the nodes passes added (the model must import each).
+    pub new_domains: BTreeSet<&'static str>,
     /// Rewrites applied, by pass name.
     pub applied: BTreeMap<&'static str, usize>,
     /// Static shapes by value, worked out on first use (rewrites keep every value's
@@ -79,7 +79,7 @@ impl<'g> Rewriter<'g> {
             g,
             registry,
             opset,
-            uses_ms_domain: false,
+            new_domains: BTreeSet::new(),
             applied: BTreeMap::new(),
             shapes: None,
         };
@@ -485,7 +485,7 @@ impl<'g> Rewriter<'g> {
 
     /// Drops removed nodes (renumbering the rest) and then `Constant` nodes and
     /// initializers nothing reads any more.
-    pub fn finish(mut self) -> (BTreeMap<&'static str, usize>, bool) {
+    pub fn finish(mut self) -> (BTreeMap<&'static str, usize>, BTreeSet<&'static str>) {
         // Constant producers left without readers (a folded weight's ConstantOfShape and the
         // Constant shape feeding it go in two rounds).
         loop {
@@ -528,7 +528,7 @@ impl<'g> Rewriter<'g> {
         for v in unused {
             self.g.initializers.remove(&v);
         }
-        (self.applied, self.uses_ms_domain)
+        (self.applied, self.new_domains)
     }
 }
 

@@ -89,7 +89,7 @@ fn replace(
         }
     }
     if domain == MS {
-        rw.uses_ms_domain = true;
+        rw.new_domains.insert(MS);
     }
 }
 

@@ -27,11 +27,29 @@ pub enum Activation {
     },
     /// `x * max(0, min(1, x / 6 + 1/2))` (ONNX HardSwish).
     HardSwish,
+    /// `x/2 * (1 + erf(x / sqrt 2))`; only the optimizer's fused MatMul takes it.
+    Gelu,
+    /// `x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`; only the fused MatMul takes it.
+    FastGelu,
 }
 
 impl Activation {
     /// Reads FusedConv's `activation` and `activation_params` attributes.
     pub fn parse(node: &Node) -> Result<Activation, EpError> {
+        match Self::parse_any(node)? {
+            Activation::Gelu | Activation::FastGelu => Err(EpError::invalid_attribute(
+                node,
+                "activation",
+                "Gelu and FastGelu are not FusedConv activations; use Relu, Tanh, Sigmoid, \
+                 LeakyRelu, Clip, HardSigmoid or HardSwish",
+            )),
+            a => Ok(a),
+        }
+    }
+
+    /// Reads `activation` and `activation_params` with the GELU forms allowed (the
+    /// optimizer's fused MatMul).
+    pub fn parse_any(node: &Node) -> Result<Activation, EpError> {
         let name = attrs::string(node, "activation", "")?;
         let params: Vec<f64> = attrs::opt_floats(node, "activation_params")?
             .unwrap_or_default()
@@ -58,6 +76,8 @@ impl Activation {
             "Tanh" => Activation::Tanh,
             "Sigmoid" => Activation::Sigmoid,
             "HardSwish" => Activation::HardSwish,
+            "Gelu" => Activation::Gelu,
+            "FastGelu" => Activation::FastGelu,
             "LeakyRelu" => {
                 want(1)?;
                 Activation::LeakyRelu { alpha: params[0] }
@@ -82,7 +102,7 @@ impl Activation {
                     "activation",
                     format!(
                         "'{other}' is not one of Relu, Tanh, Sigmoid, LeakyRelu, Clip, \
-                         HardSigmoid or HardSwish"
+                         HardSigmoid, HardSwish, Gelu or FastGelu"
                     ),
                 ))
             }
@@ -100,16 +120,23 @@ impl Activation {
             let act = self;
             vecmath::with_avx2(
                 #[inline(always)]
-                || act.apply_to(r, vecmath::tanh, vecmath::sigmoid),
+                || act.apply_to(r, vecmath::tanh, vecmath::sigmoid, vecmath::erf),
             );
         } else {
-            self.apply_to(row, |v: T| v.tanh(), sigmoid);
+            let erf = |v: T| c(libm::erf(v.to_f64c()));
+            self.apply_to(row, |v: T| v.tanh(), sigmoid, erf);
         }
     }
 
     /// The activation as branch-free selects (so loops vectorize); NaN stays NaN.
     #[inline(always)]
-    fn apply_to<T: Real>(self, row: &mut [T], tanh: impl Fn(T) -> T, sigm: impl Fn(T) -> T) {
+    fn apply_to<T: Real>(
+        self,
+        row: &mut [T],
+        tanh: impl Fn(T) -> T,
+        sigm: impl Fn(T) -> T,
+        erf: impl Fn(T) -> T,
+    ) {
         let zero = T::zero();
         match self {
             Activation::None => {}
@@ -137,6 +164,19 @@ impl Activation {
             Activation::HardSwish => {
                 let (a, b): (T, T) = (c(1.0 / 6.0), c(0.5));
                 row.iter_mut().for_each(|v| *v = *v * clamp01(*v * a + b))
+            }
+            Activation::Gelu => {
+                let (h, s): (T, T) = (c(0.5), c(std::f64::consts::FRAC_1_SQRT_2));
+                row.iter_mut()
+                    .for_each(|v| *v = h * *v * (T::one() + erf(*v * s)))
+            }
+            Activation::FastGelu => {
+                let h: T = c(0.5);
+                let (k, a): (T, T) = (c((2.0 / std::f64::consts::PI).sqrt()), c(0.044715));
+                row.iter_mut().for_each(|v| {
+                    let x = *v;
+                    *v = h * x * (T::one() + tanh(k * (x + a * x * x * x)))
+                })
             }
         }
     }

@@ -271,6 +271,23 @@ impl PackedWeights {
         b: &Tensor,
         alpha: f32,
     ) -> Option<Result<Tensor, EpError>> {
+        let finish = |_: usize, _: usize, row: &mut [f32]| {
+            if alpha != 1.0 {
+                row.iter_mut().for_each(|v| *v *= alpha);
+            }
+        };
+        self.matmul_with(node, a, b, &finish)
+    }
+
+    /// `a @ B` as [`PackedWeights::matmul`], each finished row segment of the flattened
+    /// `[rows, n]` product passed to `finish(row, column0, segment)` while it is in cache.
+    pub fn matmul_with(
+        &self,
+        node: &str,
+        a: &Tensor,
+        b: &Tensor,
+        finish: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
+    ) -> Option<Result<Tensor, EpError>> {
         if a.dtype() != self.dtype || b.dtype() != self.dtype || b.shape() != self.shape {
             return None;
         }
@@ -286,18 +303,18 @@ impl PackedWeights {
         };
         let rows = p.batch_count() * p.m;
         let ua = common::upcast(a);
-        let finish = |_: usize, _: usize, row: &mut [f32]| {
-            if alpha != 1.0 {
-                row.iter_mut().for_each(|v| *v *= alpha);
-            }
-        };
         // SAFETY: gemm_packed_b writes every element of the rows x n output.
         let out = unsafe {
             build_vec(rows * self.packed.n, |c| {
-                gemm_packed_b(rows, ua.data(), self.packed.k, 1, &self.packed, c, &finish)
+                gemm_packed_b(rows, ua.data(), self.packed.k, 1, &self.packed, c, finish)
             })
         };
         Some(Ok(common::tensor_from_f32(self.dtype, p.out_shape, out)))
+    }
+
+    /// The packed product's width (B's columns).
+    pub fn n(&self) -> usize {
+        self.packed.n
     }
 }
 

@@ -25,6 +25,7 @@ mod linear_attention;
 mod loss;
 mod lp_unpool;
 pub mod matmul;
+mod matmul_bias;
 mod matmul_integer;
 mod norm;
 mod pool;
@@ -47,6 +48,7 @@ pub mod window;
 
 pub fn register(r: &mut CpuRegistry) {
     matmul::register(r);
+    matmul_bias::register(r);
     gemm_op::register(r);
     conv::register(r);
     causal_conv::register(r);

@@ -5,6 +5,7 @@
 mod activation;
 mod conv_fold;
 mod fused_conv_ref;
+mod matmul_fuse;
 mod noop;
 mod transformer;
 
