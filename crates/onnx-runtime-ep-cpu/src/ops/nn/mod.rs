@@ -30,6 +30,7 @@ mod matmul_integer;
 mod norm;
 mod pool;
 mod pool2d;
+mod pool2d_fast;
 mod qlinear;
 mod qlstm;
 mod qtypes;

@@ -4,6 +4,7 @@
 
 use super::common::{self, invalid, unsupported, Real};
 use super::pool2d::{self, avg2d, global_avg, global_max, max2d};
+use super::pool2d_fast;
 use super::window::{Window, WindowAttrs};
 use crate::kernel::{tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
@@ -326,7 +327,10 @@ impl PoolKernel {
                     };
                 }
                 match dtype {
-                    DataType::Float32 => max!(f32),
+                    DataType::Float32 => match pool2d_fast::max2d_f32(x.data(), planes, w) {
+                        Some(v) => Tensor::from_vec(shape, v),
+                        None => max!(f32),
+                    },
                     DataType::Float64 => max!(f64),
                     DataType::Float16 => max!(half::f16),
                     DataType::BFloat16 => max!(half::bf16),

@@ -50,7 +50,7 @@ pub fn fits(w: &Window) -> bool {
 
 /// Splits `planes` output planes of `plane` elements into parallel chunks and runs `f` on
 /// each chunk with the index of its first plane.
-fn planes_vec<T: Send>(
+pub(super) fn planes_vec<T: Send>(
     planes: usize,
     plane: usize,
     work_per_plane: usize,
