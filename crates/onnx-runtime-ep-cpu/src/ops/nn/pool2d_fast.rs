@@ -206,7 +206,8 @@ mod tests {
             return;
         }
         // (input, kernel, strides, pads [top, left, bottom, right], ceil_mode, planes)
-        let cases: &[([usize; 2], [usize; 2], [usize; 2], [usize; 4], bool, usize)] = &[
+        type Case = ([usize; 2], [usize; 2], [usize; 2], [usize; 4], bool, usize);
+        let cases: &[Case] = &[
             ([109, 109], [3, 3], [2, 2], [0, 0, 0, 0], true, 5),
             ([55, 55], [3, 3], [2, 2], [0, 0, 0, 0], false, 3),
             ([112, 112], [3, 3], [2, 2], [1, 1, 1, 1], false, 2),
