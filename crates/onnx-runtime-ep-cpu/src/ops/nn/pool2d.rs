@@ -201,13 +201,17 @@ pub fn global_avg<T: Real>(x: &[T], planes: usize, inner: usize) -> Vec<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::common::testutil::rand;
     use super::super::window::{AutoPad, WindowAttrs};
     use super::*;
 
     /// Brute-force float64 2-D pools: (max, average without pads, average with pads).
-    fn reference(x: &[f64], planes: usize, w: &Window) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    pub(in super::super) fn reference(
+        x: &[f64],
+        planes: usize,
+        w: &Window,
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         let (ih, iw) = (w.input[0] as isize, w.input[1] as isize);
         let (mut mx, mut av, mut avp) = (vec![], vec![], vec![]);
         for p in 0..planes {

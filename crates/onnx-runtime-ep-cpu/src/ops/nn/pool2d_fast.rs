@@ -170,38 +170,12 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::super::common::testutil::rand;
+    use super::super::pool2d::tests::reference;
     use super::super::window::{AutoPad, WindowAttrs};
     use super::*;
 
-    /// Max over each window by direct indexing, padding skipped.
-    fn reference(x: &[f32], planes: usize, w: &Window) -> Vec<f32> {
-        let (ih, iw) = (w.input[0] as isize, w.input[1] as isize);
-        let (oh, ow) = (w.output[0], w.output[1]);
-        let mut out = Vec::new();
-        for p in 0..planes {
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    let mut m = f32::NEG_INFINITY;
-                    for ky in 0..w.kernel[0] {
-                        for kx in 0..w.kernel[1] {
-                            let iy = (oy * w.strides[0] + ky * w.dilations[0]) as isize
-                                - w.pad_begin[0] as isize;
-                            let ix = (ox * w.strides[1] + kx * w.dilations[1]) as isize
-                                - w.pad_begin[1] as isize;
-                            if iy >= 0 && iy < ih && ix >= 0 && ix < iw {
-                                m = m.max(x[p * (ih * iw) as usize + (iy * iw + ix) as usize]);
-                            }
-                        }
-                    }
-                    out.push(m);
-                }
-            }
-        }
-        out
-    }
-
     #[test]
-    fn strides_one_and_two_match_direct_max() {
+    fn strides_one_and_two_match_brute_force() {
         if !std::is_x86_feature_detected!("avx2") {
             return;
         }
@@ -230,13 +204,16 @@ mod tests {
             };
             let w = attrs.resolve("test", &input, &kernel).unwrap();
             let n = planes * input[0] * input[1];
-            let x: Vec<f32> = rand(n, 9, -5.0, 5.0).iter().map(|&v| v as f32).collect();
-            let got = max2d_f32(&x, planes, &w).expect("fast path");
-            assert_eq!(
-                got,
-                reference(&x, planes, &w),
-                "{input:?} {kernel:?} {pads:?}"
-            );
+            // f32 values, so the float64 brute force is exact.
+            let x: Vec<f64> = rand(n, 9, -5.0, 5.0)
+                .iter()
+                .map(|&v| v as f32 as f64)
+                .collect();
+            let xf: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            let got = max2d_f32(&xf, planes, &w).expect("fast path");
+            let got: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+            let want = reference(&x, planes, &w).0;
+            assert_eq!(got, want, "{input:?} {kernel:?} {pads:?}");
         }
     }
 }

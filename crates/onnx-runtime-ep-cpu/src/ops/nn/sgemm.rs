@@ -201,14 +201,8 @@ pub unsafe fn gemm_panels(
         return;
     }
     if k == 0 {
-        for i in 0..m {
-            // SAFETY: row `i` of the block the caller vouches for.
-            let row = unsafe {
-                std::ptr::write_bytes(c.add(i * ldc), 0, n);
-                std::slice::from_raw_parts_mut(c.add(i * ldc), n)
-            };
-            finish(i, row);
-        }
+        // SAFETY: the caller's block.
+        unsafe { finish_rows(m, n, c, ldc, true, finish) };
         return;
     }
     let mut p0 = 0;
@@ -239,9 +233,32 @@ pub unsafe fn gemm_panels(
         }
         p0 += kc;
     }
+    // SAFETY: the caller's block, fully written by the passes above.
+    unsafe { finish_rows(m, n, c, ldc, false, finish) };
+}
+
+/// Runs `finish(i, row)` on rows `0..m` (`n` wide) of the block at `c`, first zero-filled
+/// when `zero` (a product of depth 0).
+///
+/// # Safety
+/// `c` must be valid for reads and writes of `c[i * ldc + j]` for `i < m`, `j < n`, every
+/// element written already unless `zero`, and no other live reference may access the block.
+pub(super) unsafe fn finish_rows(
+    m: usize,
+    n: usize,
+    c: *mut f32,
+    ldc: usize,
+    zero: bool,
+    finish: &mut dyn FnMut(usize, &mut [f32]),
+) {
     for i in 0..m {
-        // SAFETY: row `i` of the block, fully written by the passes above.
-        let row = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) };
+        // SAFETY: row `i` of the caller's block.
+        let row = unsafe {
+            if zero {
+                std::ptr::write_bytes(c.add(i * ldc), 0, n);
+            }
+            std::slice::from_raw_parts_mut(c.add(i * ldc), n)
+        };
         finish(i, row);
     }
 }

@@ -9,7 +9,7 @@
 //! kernel (the tile reads two neighbours), so constant weights are packed once for both; only
 //! A, packed per call, is packed `MR_WIDE` rows wide.
 
-use super::sgemm::{Panels, KC};
+use super::sgemm::{finish_rows, Panels, KC};
 use super::sgemm_kernel::NR;
 
 /// Rows of C per wide tile (8 x 32).
@@ -60,14 +60,8 @@ pub unsafe fn gemm_panels_wide(
         return;
     }
     if k == 0 {
-        for i in 0..m {
-            // SAFETY: row `i` of the block the caller vouches for.
-            let row = unsafe {
-                std::ptr::write_bytes(c.add(i * ldc), 0, n);
-                std::slice::from_raw_parts_mut(c.add(i * ldc), n)
-            };
-            finish(i, row);
-        }
+        // SAFETY: the caller's block.
+        unsafe { finish_rows(m, n, c, ldc, true, finish) };
         return;
     }
     let mut p0 = 0;
@@ -107,11 +101,8 @@ pub unsafe fn gemm_panels_wide(
         }
         p0 += kc;
     }
-    for i in 0..m {
-        // SAFETY: row `i` of the block, fully written by the passes above.
-        let row = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) };
-        finish(i, row);
-    }
+    // SAFETY: the caller's block, fully written by the passes above.
+    unsafe { finish_rows(m, n, c, ldc, false, finish) };
 }
 
 #[cfg(target_arch = "x86_64")]
