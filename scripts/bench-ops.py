@@ -83,6 +83,28 @@ def lstm(seq, inp, hidden):
     return _model("lstm", [node], [seq, 1, inp], [seq, 2, 1, hidden], inits, opset=14), [seq, 1, inp]
 
 
+def maxpool(c, hw, k, s, pad, ceil):
+    """MaxPool (SqueezeNet's 3x3 stride-2 downsampling, Inception's 3x3 stride-1 branch)."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[pad] * 4,
+                            ceil_mode=int(ceil))
+    return _model("maxpool", [node], [1, c, hw, hw], None, []), [1, c, hw, hw]
+
+
+def bias_gelu_matmul(m, k, n):
+    """MatMul by a constant weight, bias Add, then Gelu (a transformer feed-forward layer)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((k, n)) * 0.1).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "B")
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["t"]),
+        helper.make_node("Add", ["t", "B"], ["u"]),
+        helper.make_node("Gelu", ["u"], ["y"], domain="com.microsoft"),
+    ]
+    m_ = _model("matmul_bias_gelu", nodes, [1, m, k], [1, m, n], [w, b])
+    m_.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return m_, [1, m, k]
+
+
 CASES = {
     "conv3x3_16_64_55": lambda: conv(16, 64, 55, 3),
     "conv3x3_64_64_56": lambda: conv(64, 64, 56, 3),
@@ -95,6 +117,9 @@ CASES = {
     "matmul_16_1536_384": lambda: matmul(16, 1536, 384),
     "gemm_20_1024_8210": lambda: gemm(20, 1024, 8210),
     "lstm_20_512_512": lambda: lstm(20, 512, 512),
+    "maxpool3x3s2_96_109": lambda: maxpool(96, 109, 3, 2, 0, True),
+    "maxpool3x3s1_192_28": lambda: maxpool(192, 28, 3, 1, 1, False),
+    "matmul_bias_gelu_16_384_1536": lambda: bias_gelu_matmul(16, 384, 1536),
 }
 
 
