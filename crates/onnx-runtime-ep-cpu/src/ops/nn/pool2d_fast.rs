@@ -94,8 +94,17 @@ mod avx2 {
                 i += 8;
             }
         }
-        for (v, &s) in dst[i..n].iter_mut().zip(&src[i..n]) {
-            *v = if s > *v { s } else { *v };
+        // The tail with scalar maxes too: a select here compiles to masked stores.
+        while i < n {
+            // SAFETY: i < n.
+            unsafe {
+                let d = dst.as_mut_ptr().add(i);
+                _mm_store_ss(
+                    d,
+                    _mm_max_ss(_mm_load_ss(src.as_ptr().add(i)), _mm_load_ss(d)),
+                );
+            }
+            i += 1;
         }
     }
 
@@ -126,14 +135,21 @@ mod avx2 {
                 let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
                 for oy in 0..oh {
                     let orow = &mut o[oy * ow..(oy + 1) * ow];
-                    let mut rows = (0..g.kh).filter_map(|ky| g.input_row(oy, ky));
                     let dst = &mut prow[pl..pl + iw];
-                    match rows.next() {
-                        Some(r0) => dst.copy_from_slice(&xp[r0 * iw..(r0 + 1) * iw]),
-                        None => dst.fill(f32::NEG_INFINITY),
+                    let mut have = false;
+                    for ky in 0..g.kh {
+                        if let Some(r) = g.input_row(oy, ky) {
+                            let src = &xp[r * iw..(r + 1) * iw];
+                            if have {
+                                fold_max(dst, src);
+                            } else {
+                                dst.copy_from_slice(src);
+                                have = true;
+                            }
+                        }
                     }
-                    for r in rows {
-                        fold_max(dst, &xp[r * iw..(r + 1) * iw]);
+                    if !have {
+                        dst.fill(f32::NEG_INFINITY);
                     }
                     let base = prow.as_ptr();
                     let mut o8 = 0;
