@@ -311,11 +311,6 @@ impl PackedWeights {
         };
         Some(Ok(common::tensor_from_f32(self.dtype, p.out_shape, out)))
     }
-
-    /// The packed product's width (B's columns).
-    pub fn n(&self) -> usize {
-        self.packed.n
-    }
 }
 
 impl PackedWeights {

@@ -80,19 +80,15 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
             }
         }
         // General path: the product, then one pass of bias and activation.
-        let out = matmul_tensor(&node, OP, a, b, false, false, 1.0)?;
-        let out = match out.dtype() {
-            DataType::Float64 => {
-                let mut out = out;
-                finish_all(out.data_mut::<f64>(), bias.data::<f64>(), act);
-                out
-            }
-            DataType::Float32 | DataType::Float16 | DataType::BFloat16 => {
+        let mut out = matmul_tensor(&node, OP, a, b, false, false, 1.0)?;
+        match out.dtype() {
+            DataType::Float64 => finish_all(out.data_mut::<f64>(), bias.data::<f64>(), act),
+            DataType::Float32 => finish_all(out.data_mut::<f32>(), ubias.data::<f32>(), act),
+            DataType::Float16 | DataType::BFloat16 => {
                 let dtype = out.dtype();
                 let mut up = common::upcast(&out).into_owned();
                 finish_all(up.data_mut::<f32>(), ubias.data::<f32>(), act);
-                let shape = up.shape().to_vec();
-                common::tensor_from_f32(dtype, shape, up.data::<f32>().to_vec())
+                out = common::downcast(up, dtype);
             }
             d => {
                 return Err(invalid(
@@ -100,7 +96,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
                     format!("{OP} computes float types only, got {d:?}"),
                 ))
             }
-        };
+        }
         Ok(vec![Value::Tensor(out)])
     }))
 }

@@ -59,8 +59,8 @@ pub fn pack_b(b: &[f32], k: usize, n: usize, rs: usize, cs: usize, dst: &mut [f3
     pack(b, n, k, cs, rs, NR, dst)
 }
 
-/// Packs `lines` lines of depth `k` (A: rows, with `ls` the row stride; B: columns) (element `(line l, depth p)` at `l * ls + p * ps`) into
-/// panels of width `w`.
+/// Packs `lines` lines of depth `k` (element `(line l, depth p)` at `l * ls + p * ps`) into
+/// panels of width `w`: rows of A (`w` = the kernel's row count) or columns of B (`w` = NR).
 fn pack(src: &[f32], lines: usize, k: usize, ls: usize, ps: usize, w: usize, dst: &mut [f32]) {
     let panels = lines.div_ceil(w);
     assert!(
@@ -293,7 +293,7 @@ fn task_grid(m: usize, n: usize, k: usize, mr: usize, threads: usize) -> (usize,
 pub enum Isa {
     /// 6 x 16 tiles (AVX2+FMA, or the portable loop).
     Base,
-    /// 8 x 32 tiles on AVX-512F ([`super::sgemm_wide`]).
+    /// AVX-512F tiles ([`super::sgemm_wide`]): 8 x 32, or 16 x 16 for 9 to 16 rows.
     Wide,
 }
 
