@@ -105,6 +105,13 @@ def bias_gelu_matmul(m, k, n):
     return m_, [1, m, k]
 
 
+def softmax(heads, seq):
+    """Softmax over the last axis of attention scores [1, heads, seq, seq]."""
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
+    shape = [1, heads, seq, seq]
+    return _model("softmax", [node], shape, shape, []), shape
+
+
 CASES = {
     "conv3x3_16_64_55": lambda: conv(16, 64, 55, 3),
     "conv3x3_64_64_56": lambda: conv(64, 64, 56, 3),
@@ -120,6 +127,7 @@ CASES = {
     "maxpool3x3s2_96_109": lambda: maxpool(96, 109, 3, 2, 0, True),
     "maxpool3x3s1_192_28": lambda: maxpool(192, 28, 3, 1, 1, False),
     "matmul_bias_gelu_16_384_1536": lambda: bias_gelu_matmul(16, 384, 1536),
+    "softmax_12_16": lambda: softmax(12, 16),
 }
 
 
