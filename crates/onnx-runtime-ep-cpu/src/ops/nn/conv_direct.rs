@@ -1,15 +1,19 @@
 //! Direct 2-D f32 convolution for AVX2/FMA machines, without im2col.
 //!
 //! The zero-padded input of each (image, group) is laid out once as stride-phase planes:
-//! plane `(ci, rh, rw)` holds padded rows `i * sh + rh` and columns `j * sw + rw`. In that
-//! layout every kernel tap of output position `(oh, ow)` sits at `oh * wph + ow` plus a fixed
-//! offset per (channel, tap), whatever the stride or dilation, so sixteen consecutive output
-//! positions of one tap are sixteen consecutive floats. A 6x16 register tile (output channels
+//! plane `(ci, rh, rw)` holds padded rows `i * sh + rh` and columns `j * sw + rw`. A padded
+//! row is `gap = max(left, right pad)` zeros then the input row, so each row's right padding
+//! is the next row's left padding (one spare zero row closes the plane). In that layout every
+//! kernel tap of output position `(oh, ow)` sits at `oh * wph + ow` plus a fixed offset per
+//! (channel, tap), whatever the stride or dilation, so sixteen consecutive output positions
+//! of one tap are sixteen consecutive floats. A 6x16 register tile (output channels
 //! x positions) then accumulates over (channel, tap) with one offset lookup, two vector loads
 //! and six broadcasts of pre-packed weights per step: the same arithmetic density as the GEMM
 //! micro-kernel, with no unfolded copy of the input. Positions run over the plane's width, so
 //! tiles never break at row ends; the few columns past the output's width are computed and
-//! dropped when the tile is copied out and finished (bias, Z, activation).
+//! dropped when the tile is copied out and finished (bias, Z, activation). A block's last
+//! tile is 8 positions wide when 8 cover it, so that small maps (7 x 7, 13 x 13) compute few
+//! positions they drop.
 
 use super::conv::ConvGeom;
 use super::conv_act::{Activation, Epilogue};
@@ -21,8 +25,9 @@ use std::mem::MaybeUninit;
 
 /// Output channels per register tile.
 const MR: usize = 6;
-/// Output positions per register tile (two 8-lane vectors).
+/// Output positions per register tile (two 8-lane vectors), and per half tile.
 const NR: usize = 16;
+const HALF: usize = NR / 2;
 /// (channel, tap) steps per pass over a tile, so that the input lines a tile reads stay in L1.
 const KC_STEPS: usize = 256;
 /// Largest block of positions and of channels one task computes.
@@ -135,6 +140,8 @@ struct Planes {
     sw: usize,
     hph: usize,
     wph: usize,
+    /// Zero columns before each padded row minus the left padding (`gap - left pad`).
+    shift: usize,
     /// Plane index of phase `(rh, rw)` (`rh * sw + rw`), for the phases some tap reads.
     phase: Vec<Option<usize>>,
     /// Floats per input channel (its used phases) and per (image, group) with slack.
@@ -152,26 +159,36 @@ impl Planes {
             return None;
         }
         let hp = w.input[0] + w.pad_begin[0] + w.pad_end[0];
-        let wp = w.input[1] + w.pad_begin[1] + w.pad_end[1];
-        let (hph, wph) = (hp.div_ceil(sh), wp.div_ceil(sw));
+        let (pl, pr) = (w.pad_begin[1], w.pad_end[1]);
+        let gap = pl.max(pr);
+        let shift = gap - pl;
         let (ho, wo) = (w.output[0], w.output[1]);
-        // Every tap of every output position must fall inside the planes.
-        let (qh_max, qw_max) = ((kh - 1) * dh / sh, (kw - 1) * dw / sw);
-        if ho == 0 || wo == 0 || ho + qh_max > hph || wo + qw_max > wph {
+        // A padded row shares its right padding with the next row's left one; whole rows in
+        // every column phase, and at least one position per output column.
+        let wp = (gap + w.input[1]).max(wo * sw).next_multiple_of(sw);
+        let (hph, wph) = (hp.div_ceil(sh), wp / sw);
+        // Every tap of every output position must fall inside the planes: rows inside the
+        // padded height, columns at most into the next row's gap.
+        let qh_max = (kh - 1) * dh / sh;
+        if ho == 0 || wo == 0 || ho + qh_max > hph {
+            return None;
+        }
+        if (wo - 1) * sw + (kw - 1) * dw + shift >= wp + gap {
             return None;
         }
         let mut phase = vec![None; sh * sw];
         let mut used = 0;
         for i in 0..kh {
             for j in 0..kw {
-                let idx = (i * dh % sh) * sw + j * dw % sw;
+                let idx = (i * dh % sh) * sw + (j * dw + shift) % sw;
                 if phase[idx].is_none() {
                     phase[idx] = Some(used);
                     used += 1;
                 }
             }
         }
-        let per_ch = used * hph * wph;
+        // Each plane ends with a zero row, which the last row's right taps reach into.
+        let per_ch = used * (hph + 1) * wph;
         let cg = g.c / g.group;
         // Tiles read up to NR - 1 positions past the last one, plus the largest column tap.
         let per_unit = cg * per_ch + wph + NR;
@@ -180,6 +197,7 @@ impl Planes {
             sw,
             hph,
             wph,
+            shift,
             phase,
             per_ch,
             per_unit,
@@ -191,12 +209,12 @@ impl Planes {
         let w = &g.win;
         let (kh, kw) = (w.kernel[0], w.kernel[1]);
         let (dh, dw) = (w.dilations[0], w.dilations[1]);
-        let plane = self.hph * self.wph;
+        let plane = (self.hph + 1) * self.wph;
         let mut offs = Vec::with_capacity(g.c / g.group * kh * kw);
         for ci in 0..g.c / g.group {
             for i in 0..kh {
                 for j in 0..kw {
-                    let (ph, pw) = (i * dh, j * dw);
+                    let (ph, pw) = (i * dh, j * dw + self.shift);
                     let idx = self.phase[(ph % self.sh) * self.sw + pw % self.sw]
                         .expect("every tap's phase is laid out");
                     offs.push(
@@ -212,23 +230,24 @@ impl Planes {
     fn fill_channel(&self, g: &ConvGeom, x: &[f32], dst: &mut [MaybeUninit<f32>]) {
         let win = &g.win;
         let (h, w) = (win.input[0], win.input[1]);
-        let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
-        let plane = self.hph * self.wph;
+        // Zero columns before each row's values.
+        let (pt, gap) = (win.pad_begin[0], win.pad_begin[1] + self.shift);
+        let plane = (self.hph + 1) * self.wph;
         for (idx, slot) in self.phase.iter().enumerate() {
             let Some(slot) = *slot else { continue };
             let (rh, rw) = (idx / self.sw, idx % self.sw);
             let dplane = &mut dst[slot * plane..][..plane];
             for (i, drow) in dplane.chunks_exact_mut(self.wph).enumerate() {
                 let y = (i * self.sh + rh).wrapping_sub(pt);
-                if y >= h {
+                if y >= h || i == self.hph {
                     drow.fill(MaybeUninit::new(0.0));
                     continue;
                 }
                 let src = &x[y * w..][..w];
                 if self.sw == 1 {
-                    // Columns j read x[j + rw - pl]: zeros, the row, zeros.
-                    let lead = pl.saturating_sub(rw).min(self.wph);
-                    let start = (lead + rw).saturating_sub(pl);
+                    // Columns j read x[j + rw - gap]: zeros, the row, zeros.
+                    let lead = gap.saturating_sub(rw).min(self.wph);
+                    let start = (lead + rw).saturating_sub(gap);
                     let len = (self.wph - lead).min(w.saturating_sub(start));
                     drow[..lead].fill(MaybeUninit::new(0.0));
                     for (d, &s) in drow[lead..lead + len].iter_mut().zip(&src[start..]) {
@@ -236,10 +255,29 @@ impl Planes {
                     }
                     drow[lead + len..].fill(MaybeUninit::new(0.0));
                 } else {
-                    for (j, d) in drow.iter_mut().enumerate() {
-                        let xc = (j * self.sw + rw).wrapping_sub(pl);
-                        *d = MaybeUninit::new(if xc < w { src[xc] } else { 0.0 });
+                    // Columns j read x[j * sw + rw - gap]: zeros, every sw-th value, zeros.
+                    let lead = gap.saturating_sub(rw).div_ceil(self.sw).min(self.wph);
+                    let start = (lead * self.sw + rw).saturating_sub(gap);
+                    let len = (self.wph - lead).min(w.saturating_sub(start).div_ceil(self.sw));
+                    drow[..lead].fill(MaybeUninit::new(0.0));
+                    let dst = &mut drow[lead..lead + len];
+                    if self.sw == 2 {
+                        // Pairs, so that the even/odd split vectorizes.
+                        let pairs = src[start..].chunks_exact(2);
+                        let odd_tail = dst.len() > pairs.len();
+                        let (body, tail) = dst.split_at_mut(pairs.len().min(dst.len()));
+                        for (d, pair) in body.iter_mut().zip(pairs) {
+                            *d = MaybeUninit::new(pair[0]);
+                        }
+                        if odd_tail {
+                            tail[0] = MaybeUninit::new(src[w - 1]);
+                        }
+                    } else {
+                        for (d, &s) in dst.iter_mut().zip(src[start..].iter().step_by(self.sw)) {
+                            *d = MaybeUninit::new(s);
+                        }
                     }
+                    drow[lead + len..].fill(MaybeUninit::new(0.0));
                 }
             }
         }
@@ -380,7 +418,8 @@ fn run(
         let (b, gi) = (unit / g.group, unit % g.group);
         let j0 = pn * bl.nt;
         let ncols = bl.nt.min(nj - j0);
-        let ldc = ncols.div_ceil(NR) * NR;
+        // Tiles of NR positions, the last one half as wide when that covers the block.
+        let ldc = ncols.div_ceil(HALF) * HALF;
         let m0 = pm * bl.mt;
         let rows = bl.mt.min(mg - m0);
         let panels = rows.div_ceil(MR);
@@ -404,6 +443,7 @@ fn run(
                         Start::Load
                     };
                     for jt in (0..ldc).step_by(NR) {
+                        let half = ldc - jt == HALF;
                         // Reads: base[offs[k] + j0 + jt + 0..NR], inside the unit's planes plus
                         // slack (Planes::new bounds every tap; the slack covers the tile tail).
                         let bpos = j0 + jt;
@@ -411,18 +451,16 @@ fn run(
                             .iter()
                             .all(|&o| o + bpos + NR <= base.len()));
                         let c = &mut y[p * MR * ldc + jt..];
+                        let (b, o) = (base.as_ptr().wrapping_add(bpos), &offs[k0..k0 + kc]);
                         // SAFETY: `a` holds kc * MR values; every B read is in `base` (above);
-                        // C rows p*MR..p*MR+MR of width NR at column jt lie inside `y`.
+                        // C rows p*MR..p*MR+MR of width NR (HALF for a half tile, which ends
+                        // the row) at column jt lie inside `y`.
                         unsafe {
-                            kernel::tile(
-                                a,
-                                base.as_ptr().add(bpos),
-                                &offs[k0..k0 + kc],
-                                c.as_mut_ptr(),
-                                ldc,
-                                &start,
-                                post,
-                            )
+                            if half {
+                                kernel::tile::<1>(a, b, o, c.as_mut_ptr(), ldc, &start, post)
+                            } else {
+                                kernel::tile::<2>(a, b, o, c.as_mut_ptr(), ldc, &start, post)
+                            }
                         };
                     }
                 }
@@ -501,12 +539,14 @@ mod kernel {
         }
     }
 
+    /// `V` vectors of 8 positions per row (2: a full tile of `NR`, 1: a half tile).
+    ///
     /// # Safety
-    /// [`available`] is true; `b.add(o)` is valid for `NR` reads for every `o` in `offs`;
-    /// `a.len() >= offs.len() * MR`; `c.add(r * ldc)` is valid for `NR` reads and writes for
-    /// `r < MR`.
+    /// [`available`] is true; `b.add(o)` is valid for `8 * V` reads for every `o` in `offs`;
+    /// `a.len() >= offs.len() * MR`; `c.add(r * ldc)` is valid for `8 * V` reads and writes
+    /// for `r < MR`.
     #[inline]
-    pub unsafe fn tile(
+    pub unsafe fn tile<const V: usize>(
         a: &[f32],
         b: *const f32,
         offs: &[usize],
@@ -515,11 +555,11 @@ mod kernel {
         start: &Start,
         post: Post,
     ) {
-        debug_assert!(a.len() >= offs.len() * MR);
+        debug_assert!(a.len() >= offs.len() * MR && (V == 1 || V * 8 == NR));
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's contract.
         unsafe {
-            avx2(a.as_ptr(), b, offs, c, ldc, start, post)
+            avx2::<V>(a.as_ptr(), b, offs, c, ldc, start, post)
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -530,7 +570,7 @@ mod kernel {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2(
+    unsafe fn avx2<const V: usize>(
         a: *const f32,
         b: *const f32,
         offs: &[usize],
@@ -542,29 +582,34 @@ mod kernel {
         use std::arch::x86_64::*;
         // SAFETY (whole body): the reads and writes `tile` documents.
         unsafe {
-            let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+            let mut acc = [[_mm256_setzero_ps(); V]; MR];
             match start {
                 Start::Load => {
                     for (r, line) in acc.iter_mut().enumerate() {
                         let p = c.add(r * ldc);
-                        *line = [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))];
+                        for (q, v) in line.iter_mut().enumerate() {
+                            *v = _mm256_loadu_ps(p.add(8 * q));
+                        }
                     }
                 }
                 Start::Rows(v) => {
                     for (line, &x) in acc.iter_mut().zip(v) {
-                        *line = [_mm256_set1_ps(x); 2];
+                        *line = [_mm256_set1_ps(x); V];
                     }
                 }
             }
             let mut a = a;
             for &o in offs {
                 let bp = b.add(o);
-                let b0 = _mm256_loadu_ps(bp);
-                let b1 = _mm256_loadu_ps(bp.add(8));
+                let mut bv = [_mm256_setzero_ps(); V];
+                for (q, v) in bv.iter_mut().enumerate() {
+                    *v = _mm256_loadu_ps(bp.add(8 * q));
+                }
                 for (r, line) in acc.iter_mut().enumerate() {
                     let av = _mm256_broadcast_ss(&*a.add(r));
-                    line[0] = _mm256_fmadd_ps(av, b0, line[0]);
-                    line[1] = _mm256_fmadd_ps(av, b1, line[1]);
+                    for (l, &bq) in line.iter_mut().zip(&bv) {
+                        *l = _mm256_fmadd_ps(av, bq, *l);
+                    }
                 }
                 a = a.add(MR);
             }
@@ -581,8 +626,9 @@ mod kernel {
             };
             for (r, line) in acc.iter().enumerate() {
                 let p = c.add(r * ldc);
-                _mm256_storeu_ps(p, fin(line[0]));
-                _mm256_storeu_ps(p.add(NR / 2), fin(line[1]));
+                for (q, &v) in line.iter().enumerate() {
+                    _mm256_storeu_ps(p.add(8 * q), fin(v));
+                }
             }
         }
     }

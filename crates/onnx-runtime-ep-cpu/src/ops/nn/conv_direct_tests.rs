@@ -160,6 +160,15 @@ fn stride_one_tiles_rows_and_depth_passes() {
     Case::new(40, 13, [9, 21], 3, 1, 1).check();
     Case::new(64, 8, [5, 5], 3, 1, 0).check();
     Case::new(7, 7, [11, 12], 5, 1, 2).check();
+    // Small maps end their blocks on a half tile (13 x 14 and 7 x 8 positions).
+    Case::new(24, 20, [13, 13], 3, 1, 1).check();
+    Case::new(9, 30, [7, 7], 3, 1, 1).check();
+    // The left padding exceeds the right one, and the reverse (each row's gap is the larger).
+    let mut c = Case::new(5, 7, [9, 10], 3, 1, 0);
+    c.pads = [1, 2, 0, 0];
+    c.check();
+    c.pads = [0, 0, 1, 2];
+    c.check();
 }
 
 #[test]
