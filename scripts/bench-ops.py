@@ -121,6 +121,8 @@ CASES = {
     "conv3x3_512_512_7": lambda: conv(512, 512, 7, 3),
     "conv3x3s2_3_64_224": lambda: conv(3, 64, 224, 3, s=2),
     "conv1x1_64_256_56": lambda: conv(64, 256, 56, 1, relu=False),
+    "conv1x1_16_64_55": lambda: conv(16, 64, 55, 1),
+    "conv1x1_128_16_55": lambda: conv(128, 16, 55, 1),
     "conv1x1_2048_512_7": lambda: conv(2048, 512, 7, 1),
     "conv1x1_512_1000_13": lambda: conv(512, 1000, 13, 1),
     "matmul_16_384_1536": lambda: matmul(16, 384, 1536),

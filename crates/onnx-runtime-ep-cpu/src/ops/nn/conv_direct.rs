@@ -17,7 +17,7 @@
 
 use super::conv::ConvGeom;
 use super::conv_act::{Activation, Epilogue};
-use super::conv_gemm::Blocking;
+use super::conv_gemm::{is_pointwise, Blocking};
 use super::scratch::{build_vec, with_scratch, SharedMut};
 use super::sgemm::AlignedBuf;
 use kernel::{Post, Start};
@@ -35,6 +35,11 @@ const NT_MAX: usize = 256;
 const MT_MAX: usize = 96;
 /// Multiply-adds below which a convolution runs on the calling thread.
 const PARALLEL_MACS: usize = 1 << 20;
+/// Input channels (per group) up to which pointwise convolutions run here: with so shallow
+/// a product the GEMM's packing and separate epilogue pass cost more than the planes' copy.
+const POINTWISE_DIRECT_MAX_C: usize = 16;
+/// Input values from which the planes are laid out in parallel.
+const PARALLEL_FILL: usize = 1 << 15;
 
 /// Conv weights `[m, cg, kh, kw]` packed per group into panels of [`MR`] output channels,
 /// (channel, tap)-major: `panel[k * MR + r]`; rows past the group's channels are zero.
@@ -88,21 +93,20 @@ fn kernel_taps(g: &ConvGeom) -> usize {
 }
 
 /// Whether the direct kernel runs `g` on this machine (and should: 1x1 stride-1 unpadded
-/// convolutions are a plain GEMM on the input, and depthwise ones have their own kernel).
+/// convolutions of more than a few channels are a plain GEMM on the input, and depthwise
+/// ones have their own kernel).
 #[cfg(test)]
 fn supports(g: &ConvGeom) -> bool {
     plan(g).is_some()
 }
 
 /// The plane layout of `g` when the direct kernel should run it: 2-D, not depthwise, not a
-/// plain GEMM, every tap inside the planes, and AVX2/FMA present.
+/// plain GEMM of some depth, every tap inside the planes, and AVX2/FMA present.
 fn plan(g: &ConvGeom) -> Option<Planes> {
     let w = &g.win;
     let suitable = w.input.len() == 2
         && g.c != g.group
-        && !(kernel_taps(g) == 1
-            && w.strides.iter().all(|&s| s == 1)
-            && w.pad_begin.iter().chain(&w.pad_end).all(|&p| p == 0))
+        && (g.c / g.group <= POINTWISE_DIRECT_MAX_C || !is_pointwise(w))
         && kernel::available();
     if suitable {
         Planes::new(g)
@@ -385,25 +389,28 @@ fn run(
     let bl = blocking(units, mg, nj, k, threads);
 
     // The planes of every (image, group), with zeroed slack after each.
-    let big = bl.parallel && x.len() >= 1 << 16;
-    // SAFETY: each closure call writes its whole chunk (the channel planes and the slack).
+    // Large inputs lay out their channels in parallel.
+    let big = bl.parallel && x.len() >= PARALLEL_FILL;
+    // SAFETY: each unit's closure call writes its whole chunk (the channel planes and the
+    // slack).
     let buf: Vec<f32> = unsafe {
         build_vec(units * planes.per_unit, |dst| {
-            let fill = |(u, chunk): (usize, &mut [MaybeUninit<f32>])| {
+            for (u, chunk) in dst.chunks_mut(planes.per_unit).enumerate() {
                 let xs = &x[u * cg * in_sz..][..cg * in_sz];
                 let (chans, slack) = chunk.split_at_mut(cg * planes.per_ch);
-                for (ci, d) in chans.chunks_exact_mut(planes.per_ch).enumerate() {
-                    planes.fill_channel(g, &xs[ci * in_sz..][..in_sz], d);
+                let fill = |(ci, d): (usize, &mut [MaybeUninit<f32>])| {
+                    planes.fill_channel(g, &xs[ci * in_sz..][..in_sz], d)
+                };
+                if big {
+                    use rayon::prelude::*;
+                    chans
+                        .par_chunks_exact_mut(planes.per_ch)
+                        .enumerate()
+                        .for_each(fill);
+                } else {
+                    chans.chunks_exact_mut(planes.per_ch).enumerate().for_each(fill);
                 }
                 slack.fill(MaybeUninit::new(0.0));
-            };
-            if big {
-                use rayon::prelude::*;
-                dst.par_chunks_mut(planes.per_unit)
-                    .enumerate()
-                    .for_each(fill);
-            } else {
-                dst.chunks_mut(planes.per_unit).enumerate().for_each(fill);
             }
         })
     };

@@ -160,6 +160,9 @@ fn stride_one_tiles_rows_and_depth_passes() {
     Case::new(40, 13, [9, 21], 3, 1, 1).check();
     Case::new(64, 8, [5, 5], 3, 1, 0).check();
     Case::new(7, 7, [11, 12], 5, 1, 2).check();
+    // Pointwise on few channels, one task and parallel blocks.
+    Case::new(16, 40, [9, 11], 1, 1, 0).check();
+    Case::new(16, 64, [55, 55], 1, 1, 0).check();
     // Small maps end their blocks on a half tile (13 x 14 and 7 x 8 positions).
     Case::new(24, 20, [13, 13], 3, 1, 1).check();
     Case::new(9, 30, [7, 7], 3, 1, 1).check();
@@ -207,8 +210,10 @@ fn groups_batches_and_parallel_blocks() {
 
 #[test]
 fn unsuitable_geometries_are_declined() {
-    // 1x1 stride 1 without pads is a GEMM on the input; depthwise has its own kernel.
-    assert!(!supports(&Case::new(8, 8, [5, 5], 1, 1, 0).geom()));
+    // 1x1 stride 1 without pads is a GEMM on the input (but for very few input channels);
+    // depthwise has its own kernel.
+    assert!(!supports(&Case::new(17, 8, [5, 5], 1, 1, 0).geom()));
+    assert!(supports(&Case::new(16, 8, [5, 5], 1, 1, 0).geom()));
     let mut c = Case::new(4, 4, [5, 5], 3, 1, 1);
     c.group = 4;
     assert!(!supports(&c.geom()));
