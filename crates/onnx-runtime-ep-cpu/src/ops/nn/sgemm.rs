@@ -82,10 +82,16 @@ fn pack(src: &[f32], lines: usize, k: usize, ls: usize, ps: usize, w: usize, dst
             let l0 = i * w;
             let used = w.min(lines - l0);
             if ps == 1 {
-                for l in 0..used {
-                    let s = &src[(l0 + l) * ls + p0..(l0 + l) * ls + p0 + kc];
-                    for (p, &v) in s.iter().enumerate() {
-                        panel[p * w + l] = v;
+                // Lines of at most 16 at a time (the kernels' widths), steps outer: each
+                // step writes a run of consecutive values, and the lines read stay streams.
+                for g0 in (0..used).step_by(16) {
+                    let lines: Vec<&[f32]> = (g0..used.min(g0 + 16))
+                        .map(|l| &src[(l0 + l) * ls + p0..][..kc])
+                        .collect();
+                    for (p, dst) in panel.chunks_exact_mut(w).enumerate() {
+                        for (d, line) in dst[g0..].iter_mut().zip(&lines) {
+                            *d = line[p];
+                        }
                     }
                 }
             } else if ls == 1 {
