@@ -130,8 +130,24 @@ fn restore_sigpipe() {
     }
 }
 
+/// Keeps freed tensor memory in the process for the next run (glibc only). By default glibc
+/// returns large blocks to the system (`mmap`/`munmap`, heap trimming), so every run of a
+/// model with multi-megabyte activations faults its pages in again: on ppocr_v4_det that
+/// was 4,000 page faults and about 30% of a run. Fixed thresholds of 64 MiB (mmap) and
+/// 128 MiB (trim) keep the blocks in the heap, as an inference arena would.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called first in main, before any other
+    // thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
+    }
+}
+
 fn main() -> ExitCode {
     restore_sigpipe();
+    keep_freed_memory();
     let cli = Cli::parse();
     if let Some(n) = cli.threads {
         if let Err(e) = rayon::ThreadPoolBuilder::new()
