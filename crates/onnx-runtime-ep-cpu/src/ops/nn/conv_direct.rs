@@ -408,7 +408,10 @@ fn run(
                         .enumerate()
                         .for_each(fill);
                 } else {
-                    chans.chunks_exact_mut(planes.per_ch).enumerate().for_each(fill);
+                    chans
+                        .chunks_exact_mut(planes.per_ch)
+                        .enumerate()
+                        .for_each(fill);
                 }
                 slack.fill(MaybeUninit::new(0.0));
             }

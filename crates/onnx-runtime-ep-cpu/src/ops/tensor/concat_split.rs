@@ -330,7 +330,10 @@ mod tests {
             want.extend_from_slice(&a[r * a_len..(r + 1) * a_len]);
             want.extend_from_slice(&b[r * b_len..(r + 1) * b_len]);
         }
-        assert!(got == want, "parallel concat differs from the row-by-row copy");
+        assert!(
+            got == want,
+            "parallel concat differs from the row-by-row copy"
+        );
     }
 
     #[test]
