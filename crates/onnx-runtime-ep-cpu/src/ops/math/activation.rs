@@ -331,6 +331,39 @@ fn bias_gelu_kernel<O: FloatOp>(ctx: &BuildContext<'_>, op: O) -> Box<dyn CpuKer
     })
 }
 
+/// SwiGLU (opset 28): `Y = Swish_alpha(A) * B` for a gate `A` and a value `B` of one shape
+/// (no broadcasting).
+fn build_swiglu(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+    let info = NodeInfo::new(ctx.node);
+    let op = Swish(f64_attr(ctx, "alpha", 1.0)?);
+    Ok(kernel_fn(move |inputs| {
+        let a = info.input(inputs, 0)?;
+        let b = info.input(inputs, 1)?;
+        info.same_dtype(a, b)?;
+        if a.shape() != b.shape() {
+            return Err(info.invalid(format!(
+                "A {:?} and B {:?} must have the same shape (SwiGLU does not broadcast)",
+                a.shape(),
+                b.shape()
+            )));
+        }
+        let out = if a.dtype() == onnx_runtime_ir::DataType::Float32 {
+            binary::<f32>(
+                &info.desc,
+                a,
+                b,
+                #[inline(always)]
+                |g, v| op.f32(g) * v,
+            )?
+        } else {
+            dispatch_float!(a.dtype(), T => binary::<T>(&info.desc, a, b, |g, v| {
+                T::down(op.f(g.up()) * v.up())
+            })?, d => return Err(info.bad_dtype(d, "SwiGLU takes float types")))
+        };
+        Ok(vec![Value::Tensor(out)])
+    }))
+}
+
 fn f64_attr(ctx: &BuildContext<'_>, name: &str, default: f32) -> Result<f64, EpError> {
     Ok(attrs::float(ctx.node, name, default)? as f64)
 }
@@ -380,6 +413,7 @@ pub fn register(r: &mut CpuRegistry) {
     r.register("", "Swish", 24, |ctx| {
         Ok(float_kernel(ctx, Swish(f64_attr(ctx, "alpha", 1.0)?)))
     });
+    r.register("", "SwiGLU", 28, build_swiglu);
     register_versions(r, "", "Tanh", &[1, 6, 13], |ctx| {
         Ok(float_kernel(ctx, Tanh))
     });
@@ -457,5 +491,48 @@ mod tests {
         check_ms("BiasGelu", vec![], &[Some(f32s(&[2, 5], &[0.7505728006362915, 2.3832828998565674, 1.6541141271591187, -1.6487568616867065, -1.1990022659301758, 2.2413206100463867, -2.9684081077575684, 1.927370548248291, 1.782416582107544, -0.19239027798175812])), Some(f32s(&[5], &[0.3209841251373291, 2.973001718521118, 1.7559715509414673, 0.7330753803253174, 2.93376088142395]))], &[2, 5], &[0.9194391965866089, 5.3562846183776855, 3.408978223800659, -0.16474664211273193, 1.6629538536071777, 2.548983335494995, 0.0023052236065268517, 3.682918071746826, 2.5005416870117188, 2.7329843044281006], 1e-05);
         check_ms("QuickGelu", vec![], &[Some(f32s(&[2, 5], &[0.7505728006362915, 2.3832828998565674, 1.6541141271591187, -1.6487568616867065, -1.1990022659301758, 2.2413206100463867, -2.9684081077575684, 1.927370548248291, 1.782416582107544, -0.19239027798175812]))], &[2, 5], &[0.5869626402854919, 2.3427250385284424, 1.5606520175933838, -0.09396417438983917, -0.1378796249628067, 2.192979097366333, -0.01886242814362049, 1.857502818107605, 1.700554370880127, -0.08058490604162216], 1e-05);
         check_ms("QuickGelu", vec![("alpha", float(1.2))], &[Some(f32s(&[2, 5], &[0.7505728006362915, 2.3832828998565674, 1.6541141271591187, -1.6487568616867065, -1.1990022659301758, 2.2413206100463867, -2.9684081077575684, 1.927370548248291, 1.782416582107544, -0.19239027798175812]))], &[2, 5], &[0.5337253212928772, 2.254180908203125, 1.4543079137802124, -0.2002876251935959, -0.22988569736480713, 2.0987932682037354, -0.08191689103841782, 1.7537823915481567, 1.5945979356765747, -0.08513999730348587], 1e-05);
+    }
+
+    /// SwiGLU = A * sigmoid(alpha * A) * B, against float64 math; shapes must match.
+    #[test]
+    fn swiglu_gates_and_refuses_broadcasting() {
+        let a = [0.0, 1.0, -2.0, 3.5];
+        let b = [2.0, 3.0, 4.0, -1.5];
+        for alpha in [1.0f64, 0.5] {
+            let want: Vec<f64> = a
+                .iter()
+                .zip(&b)
+                .map(|(&g, &v)| g / (1.0 + (-alpha * g).exp()) * v)
+                .collect();
+            check(
+                "SwiGLU",
+                28,
+                vec![("alpha", float(alpha as f32))],
+                &[f32s(&[2, 2], &a), f32s(&[2, 2], &b)],
+                DataType::Float32,
+                &[2, 2],
+                &want,
+                1e-6,
+            );
+            check(
+                "SwiGLU",
+                28,
+                vec![("alpha", float(alpha as f32))],
+                &[f64s(&[4], &a), f64s(&[4], &b)],
+                DataType::Float64,
+                &[4],
+                &want,
+                1e-12,
+            );
+        }
+        let err = run_op(
+            "",
+            "SwiGLU",
+            28,
+            vec![],
+            &[Some(f32s(&[2, 2], &a)), Some(f32s(&[2], &[1.0, 2.0]))],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("same shape"), "{err}");
     }
 }

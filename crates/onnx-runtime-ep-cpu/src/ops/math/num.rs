@@ -195,7 +195,11 @@ macro_rules! int_ops {
                 if (n as u64) >= Self::BITS as u64 { 0 } else { self << n }
             }
             #[inline(always)] fn shr(self, n: Self) -> Self {
-                if (n as u64) >= Self::BITS as u64 { 0 } else { self >> n }
+                // Arithmetic for signed types; a shift past the width (or a negative one)
+                // leaves only the sign fill.
+                #[allow(unused_comparisons)]
+                let fill = if self < 0 { (0 as $t).wrapping_sub(1) } else { 0 };
+                if (n as u64) >= Self::BITS as u64 { fill } else { self >> n }
             }
             #[inline(always)] fn rem_trunc(self, o: Self) -> Self {
                 if o == 0 { 0 } else { self.wrapping_rem(o) }

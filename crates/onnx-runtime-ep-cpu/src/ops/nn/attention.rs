@@ -118,6 +118,12 @@ impl<T: Real> Sdpa<'_, T> {
                     if let Some(sk) = sink {
                         m = m.max(sk);
                     }
+                    if m == T::neg_infinity() {
+                        // A fully masked row attends to nothing: zero probabilities (as the
+                        // ONNX reference does), not exp(-inf - -inf) = NaN.
+                        row.fill(T::zero());
+                        continue;
+                    }
                     let mut sum = sink.map_or(T::zero(), |sk| (sk - m).exp());
                     for x in row.iter_mut() {
                         *x = (*x - m).exp();
@@ -568,4 +574,47 @@ pub fn register(r: &mut CpuRegistry) {
         r.register("", "Attention", since, build_attention);
     }
     r.register("", "RotaryEmbedding", 23, build_rotary);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::common::testutil::*;
+    use super::*;
+    use crate::Tensor;
+
+    /// A query row whose every key is masked gets zero probabilities, so a zero output (the
+    /// ONNX reference), while the other row is the float64 softmax-weighted sum of V.
+    #[test]
+    fn fully_masked_row_is_zero_not_nan() {
+        let (sq, skv, d) = (2usize, 3usize, 2usize);
+        let q = rand(sq * d, 1, -1.0, 1.0);
+        let k = rand(skv * d, 2, -1.0, 1.0);
+        let v = rand(skv * d, 3, -1.0, 1.0);
+        let inf = f64::INFINITY;
+        let mask = [-inf, -inf, -inf, 0.0, 0.0, -inf];
+        let n = node("Attention", 4, 1, vec![]);
+        let t4 = |s: usize, x: &[f64]| Some(Tensor::from_vec(vec![1, 1, s, d], f32s(x)));
+        let out = run(
+            build_attention,
+            &n,
+            23,
+            &[
+                t4(sq, &q),
+                t4(skv, &k),
+                t4(skv, &v),
+                Some(Tensor::from_vec(vec![sq, skv], f32s(&mask))),
+            ],
+        )
+        .unwrap();
+        let scale = 1.0 / (d as f64).sqrt();
+        let s: Vec<f64> = (0..2)
+            .map(|j| (0..d).map(|c| q[d + c] * k[j * d + c]).sum::<f64>() * scale)
+            .collect();
+        let m = s[0].max(s[1]);
+        let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+        let z = e[0] + e[1];
+        let mut want = vec![0.0; d];
+        want.extend((0..d).map(|c| (e[0] * v[c] + e[1] * v[d + c]) / z));
+        assert_close(out[0].data::<f32>(), &want, 1e-5);
+    }
 }

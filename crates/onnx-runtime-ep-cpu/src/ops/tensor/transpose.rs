@@ -82,18 +82,7 @@ fn dims4(node: &str, x: &Tensor) -> Result<[usize; 4], EpError> {
 fn build_depth_to_space(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
     let b = blocksize(ctx)?;
-    let mode = attrs::string(ctx.node, "mode", "DCR")?;
-    let crd = match mode.as_str() {
-        "DCR" => false,
-        "CRD" => true,
-        other => {
-            return Err(EpError::invalid_attribute(
-                ctx.node,
-                "mode",
-                format!("'{other}' is not DCR or CRD"),
-            ))
-        }
-    };
+    let crd = crd_mode(ctx)?;
     Ok(kernel_fn(move |inputs| {
         let x = tensor_input(&node, inputs, 0)?;
         let [n, c, h, w] = dims4(&node, x)?;
@@ -114,9 +103,28 @@ fn build_depth_to_space(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, Ep
     }))
 }
 
+/// The `mode` attribute of DepthToSpace and SpaceToDepth: true for CRD.
+fn crd_mode(ctx: &BuildContext<'_>) -> Result<bool, EpError> {
+    match attrs::string(ctx.node, "mode", "DCR")?.as_str() {
+        "DCR" => Ok(false),
+        "CRD" => Ok(true),
+        other => Err(EpError::invalid_attribute(
+            ctx.node,
+            "mode",
+            format!("'{other}' is not DCR or CRD"),
+        )),
+    }
+}
+
 fn build_space_to_depth(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
     let b = blocksize(ctx)?;
+    // Output channel `(bh * b + bw) * c + ci` (DCR) or `ci * b * b + bh * b + bw` (CRD).
+    let perm = if crd_mode(ctx)? {
+        [0, 1, 3, 5, 2, 4]
+    } else {
+        [0, 3, 5, 1, 2, 4]
+    };
     Ok(kernel_fn(move |inputs| {
         let x = tensor_input(&node, inputs, 0)?;
         let [n, c, h, w] = dims4(&node, x)?;
@@ -127,7 +135,7 @@ fn build_space_to_depth(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, Ep
             ));
         }
         let tmp = vec![n, c, h / b, b, w / b, b];
-        let y = transpose_tensor(&node, &x.reshaped(tmp), &[0, 3, 5, 1, 2, 4])?;
+        let y = transpose_tensor(&node, &x.reshaped(tmp), &perm)?;
         one(y.reshaped(vec![n, c * b * b, h / b, w / b]))
     }))
 }
@@ -139,7 +147,7 @@ pub fn register(r: &mut CpuRegistry) {
     for since in [1, 11, 13] {
         r.register("", "DepthToSpace", since, build_depth_to_space);
     }
-    for since in [1, 13] {
+    for since in [1, 13, 28] {
         r.register("", "SpaceToDepth", since, build_space_to_depth);
     }
 }
@@ -207,5 +215,53 @@ mod tests {
         let n = node("SpaceToDepth", 1, 1, vec![("blocksize", Attribute::Int(2))]);
         let back = run(&n, 13, &[Some(o[0].clone())]).unwrap();
         assert_eq!(out::<i32>(&back, 0).1, (0..16).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn space_to_depth_crd_inverts_depth_to_space_crd() {
+        // x = arange(2*2*4*4).reshape(2,2,4,4); CRD output channel ci*4 + bh*2 + bw holds
+        // x[n, ci, 2*i + bh, 2*j + bw] (spec), checked element by element.
+        let (n_, c, h, w, b) = (2usize, 2usize, 4usize, 4usize, 2usize);
+        let x = t(&[n_, c, h, w], (0..(n_ * c * h * w) as i32).collect());
+        let attrs = || {
+            vec![
+                ("blocksize", Attribute::Int(b as i64)),
+                ("mode", Attribute::String("CRD".into())),
+            ]
+        };
+        let o = run(
+            &node("SpaceToDepth", 1, 1, attrs()),
+            28,
+            std::slice::from_ref(&x),
+        )
+        .unwrap();
+        let (s, v) = out::<i32>(&o, 0);
+        assert_eq!(s, vec![n_, c * b * b, h / b, w / b]);
+        for bn in 0..n_ {
+            for ci in 0..c {
+                for bh in 0..b {
+                    for bw in 0..b {
+                        for i in 0..h / b {
+                            for j in 0..w / b {
+                                let co = ci * b * b + bh * b + bw;
+                                let got = v[((bn * c * b * b + co) * (h / b) + i) * (w / b) + j];
+                                let want = ((bn * c + ci) * h + b * i + bh) * w + b * j + bw;
+                                assert_eq!(got, want as i32, "n{bn} c{co} ({i},{j})");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let back = run(
+            &node("DepthToSpace", 1, 1, attrs()),
+            13,
+            &[Some(o[0].clone())],
+        )
+        .unwrap();
+        assert_eq!(
+            out::<i32>(&back, 0).1,
+            (0..(n_ * c * h * w) as i32).collect::<Vec<_>>()
+        );
     }
 }
