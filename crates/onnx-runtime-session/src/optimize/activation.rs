@@ -254,31 +254,58 @@ pub(crate) fn fuse_conv_activation(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
             Some(rw.add_f32_initializer("conv_zero_bias", vec![m], &vec![0.0; m]))
         }
     };
+    if let Some(z) = z {
+        let inputs = &mut rw.g.node_mut(id).inputs;
+        inputs.resize(3, None);
+        inputs[2] = bias;
+        inputs.push(Some(z));
+    }
+    let pass = if z.is_some() {
+        "conv_add_activation"
+    } else {
+        "conv_activation"
+    };
+    absorb_chain(
+        rw,
+        id,
+        (MS, "FusedConv"),
+        (name, params),
+        out,
+        removed,
+        pass,
+    );
+    true
+}
+
+/// Ends a fusion: node `id` becomes `domain:op` with the `activation` (when named) and
+/// `activation_params` (when any) attributes, and takes over `out`, the chain's last value;
+/// the chain's other nodes go, and the domain is recorded for import.
+pub(crate) fn absorb_chain(
+    rw: &mut Rewriter<'_>,
+    id: NodeId,
+    (domain, op): (&'static str, &str),
+    (name, params): (&str, Vec<f32>),
+    out: ValueId,
+    removed: Vec<NodeId>,
+    pass: &'static str,
+) {
     let node = rw.g.node_mut(id);
-    node.op_type = "FusedConv".into();
-    node.domain = MS.into();
-    node.attributes
-        .insert("activation".into(), Attribute::String(name.into()));
+    node.op_type = op.into();
+    node.domain = domain.into();
+    if !name.is_empty() {
+        node.attributes
+            .insert("activation".into(), Attribute::String(name.into()));
+    }
     if !params.is_empty() {
         node.attributes
             .insert("activation_params".into(), Attribute::Floats(params));
-    }
-    if let Some(z) = z {
-        node.inputs.resize(3, None);
-        node.inputs[2] = bias;
-        node.inputs.push(Some(z));
     }
     node.outputs[0] = out;
     for n in removed {
         rw.remove(n);
     }
-    rw.new_domains.insert(MS);
-    rw.count(if z.is_some() {
-        "conv_add_activation"
-    } else {
-        "conv_activation"
-    });
-    true
+    rw.new_domains.insert(domain);
+    rw.count(pass);
 }
 
 /// The Add (or two-input Sum) that is the only reader of `x`, with its other input `z`

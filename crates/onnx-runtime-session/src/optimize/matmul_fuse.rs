@@ -3,10 +3,10 @@
 //! run on each block of the product while it is in cache, so the two passes over the output
 //! go away (transformer encoders have this chain in every projection and feed-forward layer).
 
-use super::activation::activation_after;
+use super::activation::{absorb_chain, activation_after};
 use super::rewriter::{is_op, other_input, Rewriter};
 use onnx_runtime_ep_cpu::INTERNAL_DOMAIN;
-use onnx_runtime_ir::{Attribute, NodeId, ValueId};
+use onnx_runtime_ir::{NodeId, ValueId};
 
 const OP: &str = "MatMulBias";
 const MS: &str = "com.microsoft";
@@ -96,27 +96,20 @@ pub(crate) fn fuse_matmul_bias(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
     } else {
         rw.add_f32_initializer("matmul_bias", vec![n], &bias.data)
     };
-    let node = rw.g.node_mut(id);
-    node.op_type = OP.into();
-    node.domain = INTERNAL_DOMAIN.into();
-    node.inputs = vec![Some(a), Some(w), Some(bias_v)];
-    if !name.is_empty() {
-        node.attributes
-            .insert("activation".into(), Attribute::String(name.into()));
-    }
-    if !params.is_empty() {
-        node.attributes
-            .insert("activation_params".into(), Attribute::Floats(params));
-    }
-    node.outputs[0] = out;
-    for r in removed {
-        rw.remove(r);
-    }
-    rw.new_domains.insert(INTERNAL_DOMAIN);
-    rw.count(if name.is_empty() {
+    rw.g.node_mut(id).inputs = vec![Some(a), Some(w), Some(bias_v)];
+    let pass = if name.is_empty() {
         "matmul_bias"
     } else {
         "matmul_bias_activation"
-    });
+    };
+    absorb_chain(
+        rw,
+        id,
+        (INTERNAL_DOMAIN, OP),
+        (name, params),
+        out,
+        removed,
+        pass,
+    );
     true
 }

@@ -17,7 +17,7 @@
 
 use super::conv::ConvGeom;
 use super::conv_act::{Activation, Epilogue};
-use super::conv_gemm::{is_pointwise, Blocking};
+use super::conv_gemm::Blocking;
 use super::scratch::{build_vec, with_scratch, SharedMut};
 use super::sgemm::AlignedBuf;
 use kernel::{Post, Start};
@@ -106,7 +106,7 @@ fn plan(g: &ConvGeom) -> Option<Planes> {
     let w = &g.win;
     let suitable = w.input.len() == 2
         && g.c != g.group
-        && (g.c / g.group <= POINTWISE_DIRECT_MAX_C || !is_pointwise(w))
+        && (g.c / g.group <= POINTWISE_DIRECT_MAX_C || !w.is_pointwise())
         && kernel::available();
     if suitable {
         Planes::new(g)

@@ -73,14 +73,6 @@ fn blocking(
     }
 }
 
-/// Whether a window is 1x1 (any rank), stride 1 and unpadded: its unfolded input is the
-/// input itself.
-pub(super) fn is_pointwise(win: &super::window::Window) -> bool {
-    win.kernel_size() == 1
-        && win.strides.iter().all(|&s| s == 1)
-        && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0)
-}
-
 /// Writes every element of `out` (`[n, m, output...]`) with the convolution of `x` by `w`,
 /// finished by `ep`.
 pub fn gemm_conv<T: Real>(
@@ -98,7 +90,7 @@ pub fn gemm_conv<T: Real>(
     if out.is_empty() {
         return;
     }
-    let in_place = is_pointwise(win);
+    let in_place = win.is_pointwise();
     let units = g.n * g.group;
     let bl = blocking(
         units,

@@ -85,11 +85,13 @@ fn pack(src: &[f32], lines: usize, k: usize, ls: usize, ps: usize, w: usize, dst
                 // Lines of at most 16 at a time (the kernels' widths), steps outer: each
                 // step writes a run of consecutive values, and the lines read stay streams.
                 for g0 in (0..used).step_by(16) {
-                    let lines: Vec<&[f32]> = (g0..used.min(g0 + 16))
-                        .map(|l| &src[(l0 + l) * ls + p0..][..kc])
-                        .collect();
+                    let cnt = (used - g0).min(16);
+                    let mut lines: [&[f32]; 16] = [&[]; 16];
+                    for (j, line) in lines[..cnt].iter_mut().enumerate() {
+                        *line = &src[(l0 + g0 + j) * ls + p0..][..kc];
+                    }
                     for (p, dst) in panel.chunks_exact_mut(w).enumerate() {
-                        for (d, line) in dst[g0..].iter_mut().zip(&lines) {
+                        for (d, line) in dst[g0..].iter_mut().zip(&lines[..cnt]) {
                             *d = line[p];
                         }
                     }

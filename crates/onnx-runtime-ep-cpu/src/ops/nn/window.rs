@@ -183,6 +183,14 @@ impl Window {
         self.kernel.iter().product()
     }
 
+    /// Whether the window is 1x1 (any rank), stride 1 and unpadded: each output position
+    /// reads exactly its own input position, so the unfolded input is the input itself.
+    pub fn is_pointwise(&self) -> bool {
+        self.kernel_size() == 1
+            && self.strides.iter().all(|&s| s == 1)
+            && self.pad_begin.iter().chain(&self.pad_end).all(|&p| p == 0)
+    }
+
     pub fn output_size(&self) -> usize {
         self.output.iter().product()
     }
