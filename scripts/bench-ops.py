@@ -39,10 +39,10 @@ def _model(name, nodes, x_shape, y_shape, inits, opset=13):
     return m
 
 
-def conv(cin, cout, hw, k, s=1, relu=True):
-    """Conv (+ Relu) with pad k//2, as in the CNNs' 3x3 and 1x1 layers."""
+def conv(cin, cout, hw, k, s=1, relu=True, pad=None):
+    """Conv (+ Relu) with pad k//2 (or `pad`), as in the CNNs' 3x3 and 1x1 layers."""
     rng = np.random.default_rng(0)
-    p = k // 2
+    p = k // 2 if pad is None else pad
     w = numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32), "W")
     b = numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "B")
     out = "t" if relu else "y"
@@ -120,6 +120,8 @@ CASES = {
     "conv3x3_256_256_14": lambda: conv(256, 256, 14, 3),
     "conv3x3_512_512_7": lambda: conv(512, 512, 7, 3),
     "conv3x3s2_3_64_224": lambda: conv(3, 64, 224, 3, s=2),
+    # SqueezeNet 1.1's stem: 3x3 stride 2, unpadded, 224 -> 111.
+    "conv3x3s2p0_3_64_224": lambda: conv(3, 64, 224, 3, s=2, pad=0),
     "conv1x1_64_256_56": lambda: conv(64, 256, 56, 1, relu=False),
     "conv1x1_16_64_55": lambda: conv(16, 64, 55, 1),
     "conv1x1_128_16_55": lambda: conv(128, 16, 55, 1),
