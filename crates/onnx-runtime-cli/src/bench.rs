@@ -3,7 +3,7 @@
 use crate::run::gather_inputs;
 use indicatif::{ProgressBar, ProgressStyle};
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{OptimizationLevel, Profile, Session, SessionOptions};
+use onnx_runtime_session::{Profile, Session, SessionOptions};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -23,22 +23,20 @@ pub struct BenchOptions<'a> {
     pub inputs: &'a [String],
     pub dims: &'a [String],
     pub threads: Option<usize>,
-    pub optimize: OptimizationLevel,
+    /// Optimization level and placement.
+    pub options: SessionOptions,
     /// Print a per-node profile with this many rows per table.
     pub profile: Option<usize>,
 }
 
 pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
-    let (warmup, iterations, optimize) = (o.warmup, o.iterations, o.optimize);
+    let (warmup, iterations) = (o.warmup, o.iterations);
+    let optimize = o.options.optimization;
     if iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
     let t0 = Instant::now();
-    let options = SessionOptions {
-        optimization: optimize,
-        ..Default::default()
-    };
-    let session = Session::from_file(path, options).map_err(|e| e.to_string())?;
+    let session = Session::from_file(path, o.options.clone()).map_err(|e| e.to_string())?;
     let load = t0.elapsed();
     let feeds = gather_inputs(&session, o.inputs, true, o.dims, 0)?;
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();

@@ -8,9 +8,11 @@ mod run;
 mod values;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_session::{OptimizationLevel, SessionOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -32,6 +34,10 @@ struct Cli {
         value_name = "none|basic|all"
     )]
     optimize: OptimizationLevel,
+    /// Where nodes run: cpu, or cuda (every node the CUDA provider has a kernel for runs on
+    /// GPU 0, the rest on the CPU; inputs and outputs stay on the host).
+    #[arg(long, global = true, value_enum, default_value = "cpu")]
+    ep: Ep,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,8 +79,6 @@ enum Command {
         /// Case folders, or folders of case folders.
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value = "cpu")]
-        ep: Ep,
         /// Cases expected to pass: any of them failing is a regression (exit status 1).
         #[arg(long)]
         pass_list: Option<PathBuf>,
@@ -107,17 +111,25 @@ enum Command {
     },
 }
 
-fn check_ep(ep: Ep) -> Result<(), String> {
-    match ep {
-        Ep::Cpu => Ok(()),
-        Ep::Cuda => match onnx_runtime_ep_cuda::CudaExecutionProvider::new_default() {
-            Err(e) => Err(format!("the CUDA execution provider is not available here: {e}; use --ep cpu")),
-            Ok(_) => Err(
-                "CUDA is available, but sessions do not place nodes on the CUDA provider yet; use --ep cpu"
-                    .into(),
-            ),
+/// The session options for `--optimize` and `--ep`.
+fn session_options(optimization: OptimizationLevel, ep: Ep) -> Result<SessionOptions, String> {
+    Ok(SessionOptions {
+        optimization,
+        device: match ep {
+            Ep::Cpu => None,
+            Ep::Cuda => Some(cuda_provider()?),
         },
-    }
+        ..Default::default()
+    })
+}
+
+/// A CUDA provider on GPU 0, or an error that says why there is none.
+pub fn cuda_provider() -> Result<Arc<dyn ExecutionProvider>, String> {
+    onnx_runtime_ep_cuda::CudaExecutionProvider::new_default()
+        .map(|p| Arc::new(p) as Arc<dyn ExecutionProvider>)
+        .map_err(|e| {
+            format!("the CUDA execution provider is not available here: {e}; use --ep cpu")
+        })
 }
 
 /// Rust ignores SIGPIPE, so printing into a closed pipe (`onnx-runtime info m.onnx | head`)
@@ -158,7 +170,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let result = match cli.command {
+    match dispatch(cli) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the subcommand; the exit code, or the error to print.
+fn dispatch(cli: Cli) -> Result<i32, String> {
+    match cli.command {
         Command::Run {
             model,
             inputs,
@@ -175,18 +199,25 @@ fn main() -> ExitCode {
             output_dir,
             format,
             seed,
-            optimize: cli.optimize,
+            options: session_options(cli.optimize, cli.ep)?,
         })
         .map(|_| 0),
         Command::Info { model } => info::info(&model, cli.optimize).map(|_| 0),
         Command::Test {
             dirs,
-            ep,
             pass_list,
             write_pass_list,
             filter,
             jobs,
-        } => check_ep(ep).and_then(|_| {
+        } => {
+            // Check once that the device exists; the runner makes one provider per worker.
+            let device: Option<fn() -> Result<Arc<dyn ExecutionProvider>, String>> = match cli.ep {
+                Ep::Cpu => None,
+                Ep::Cuda => {
+                    cuda_provider()?;
+                    Some(cuda_provider)
+                }
+            };
             conformance::run(
                 conformance::TestArgs {
                     dirs,
@@ -194,13 +225,11 @@ fn main() -> ExitCode {
                     write_pass_list,
                     filter,
                     jobs,
+                    device,
                 },
-                SessionOptions {
-                    optimization: cli.optimize,
-                    ..Default::default()
-                },
+                session_options(cli.optimize, Ep::Cpu)?,
             )
-        }),
+        }
         Command::Bench {
             model,
             warmup,
@@ -216,18 +245,10 @@ fn main() -> ExitCode {
                 inputs: &inputs,
                 dims: &dims,
                 threads: cli.threads,
-                optimize: cli.optimize,
+                options: session_options(cli.optimize, cli.ep)?,
                 profile,
             },
         )
         .map(|_| 0),
-    };
-    match result {
-        Ok(0) => ExitCode::SUCCESS,
-        Ok(code) => ExitCode::from(code as u8),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
     }
 }

@@ -5,7 +5,7 @@ use crate::values::{
     Rng,
 };
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{describe_type, OptimizationLevel, Session, SessionOptions};
+use onnx_runtime_session::{describe_type, Session, SessionOptions};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -23,7 +23,8 @@ pub struct RunArgs {
     pub output_dir: Option<PathBuf>,
     pub format: Format,
     pub seed: u64,
-    pub optimize: OptimizationLevel,
+    /// Optimization level and placement.
+    pub options: SessionOptions,
 }
 
 /// The feeds for `session`: files named on the command line, random values for the rest
@@ -71,11 +72,8 @@ pub fn gather_inputs(
 
 pub fn run(args: RunArgs) -> Result<(), String> {
     let t0 = Instant::now();
-    let options = SessionOptions {
-        optimization: args.optimize,
-        ..Default::default()
-    };
-    let session = Session::from_file(&args.model, options).map_err(|e| e.to_string())?;
+    let session =
+        Session::from_file(&args.model, args.options.clone()).map_err(|e| e.to_string())?;
     let load = t0.elapsed();
     let feeds = gather_inputs(
         &session,

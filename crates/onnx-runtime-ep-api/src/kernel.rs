@@ -1,7 +1,7 @@
 //! Kernels: one node's computation, built once for a node and its input shapes.
 
 use crate::{EpError, TensorMut, TensorView};
-use onnx_runtime_ir::Node;
+use onnx_runtime_ir::{DataType, Node};
 
 /// Whether a kernel may run while a device graph (e.g. a CUDA graph) is being captured.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +26,20 @@ pub trait Kernel: Send + Sync {
         inputs: &[TensorView<'_>],
         outputs: &mut [TensorMut<'_>],
     ) -> Result<(), EpError>;
+
+    /// The dtype and shape of every output for `inputs` (the views `execute` would take), for
+    /// callers that do not resolve output shapes themselves, such as a session that allocates
+    /// each output before running the node. Kernels that read shape-carrying inputs (Reshape's
+    /// shape, Slice's starts, ...) read them here as `execute` does.
+    fn output_types(
+        &self,
+        _inputs: &[TensorView<'_>],
+    ) -> Result<Vec<(DataType, Vec<usize>)>, EpError> {
+        Err(EpError::Other(
+            "this kernel does not compute its output shapes; resolve them before calling execute"
+                .into(),
+        ))
+    }
 
     /// Whether the kernel can run during graph capture now. Kernels that must read
     /// shape-carrying inputs on the host become capturable after one eager run.

@@ -4,15 +4,19 @@
 
 use crate::constant::fold_constant;
 use crate::control::{self, ControlOp};
+use crate::device::{placeable, DeviceStep, DeviceTensor};
 use crate::error::{MissingOp, SessionError, SessionResult};
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::{BuildContext, CpuKernel, CpuRegistry, Value};
 use onnx_runtime_ir::{Attribute, Graph, Node, NodeId, ValueId, ValueType};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// What a step runs.
 pub(crate) enum StepKind {
     Cpu(Box<dyn CpuKernel>),
     Control(Box<ControlOp>),
+    Device(Box<DeviceStep>),
 }
 
 /// One node of the plan.
@@ -42,10 +46,24 @@ pub(crate) struct CompiledGraph {
     pub input_defaults: Vec<Option<Value>>,
     /// Initializers and folded `Constant` outputs.
     pub constants: Vec<(usize, Value)>,
+    /// Copies on the device of the constants that device steps read.
+    pub device_constants: Vec<(usize, Arc<DeviceTensor>)>,
+    /// Whether any step runs on a device (values then have a device slot too).
+    pub uses_device: bool,
     /// Names this graph reads from enclosing scopes, and the slots they go to.
     pub captures: Vec<(String, usize)>,
     pub steps: Vec<Step>,
     pub outputs: Vec<IoSlot>,
+}
+
+impl CompiledGraph {
+    /// Steps placed on the device.
+    pub fn device_steps(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Device(_)))
+            .count()
+    }
 }
 
 pub(crate) struct IoSlot {
@@ -68,6 +86,8 @@ pub(crate) struct Compiler<'r> {
     pub registry: &'r CpuRegistry,
     /// Opset by domain (`""` for the default domain), from the model.
     pub opsets: BTreeMap<String, u64>,
+    /// The accelerator that takes every node it has a kernel for; the CPU runs the rest.
+    pub device: Option<Arc<dyn ExecutionProvider>>,
 }
 
 impl Compiler<'_> {
@@ -179,6 +199,7 @@ impl Compiler<'_> {
             inner_scope.insert(graph.values[slot].name.clone(), v.clone());
         }
 
+        let mut device_constants: Vec<(usize, Arc<DeviceTensor>)> = Vec::new();
         let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         for &nid in &order {
             let node = graph.node(nid);
@@ -267,7 +288,28 @@ impl Compiler<'_> {
                     }
                     continue;
                 }
-                (StepKind::Cpu(kernel), Vec::new())
+                match self.place_on_device(graph, node, opset, &const_inputs)? {
+                    Some((device_kernel, ep)) => {
+                        for (id, c) in node.inputs.iter().zip(&const_inputs) {
+                            if let (Some(id), Some(Value::Tensor(t))) = (id, c) {
+                                if placeable(t)
+                                    && constants.contains_key(&id.0)
+                                    && !device_constants.iter().any(|(s, _)| *s == id.0)
+                                {
+                                    device_constants
+                                        .push((id.0, Arc::new(DeviceTensor::upload(&ep, t)?)));
+                                }
+                            }
+                        }
+                        let step = DeviceStep {
+                            kernel: device_kernel,
+                            fallback: kernel,
+                            ep,
+                        };
+                        (StepKind::Device(Box::new(step)), Vec::new())
+                    }
+                    None => (StepKind::Cpu(kernel), Vec::new()),
+                }
             };
             steps.push(Step {
                 name: node.describe(),
@@ -332,15 +374,54 @@ impl Compiler<'_> {
         let mut constants: Vec<(usize, Value)> = constants.into_iter().collect();
         constants.sort_by_key(|(s, _)| *s);
 
+        let uses_device = steps.iter().any(|s| matches!(s.kind, StepKind::Device(_)));
         Ok(CompiledGraph {
             num_slots,
             inputs,
             input_defaults,
             constants,
+            device_constants,
+            uses_device,
             captures,
             steps,
             outputs,
         })
+    }
+}
+
+impl Compiler<'_> {
+    /// The device kernel for `node` when the session has an accelerator that runs it: the
+    /// provider registers the op at this opset and builds a kernel for it. Inputs wired to a
+    /// nameless value stay on the CPU (the provider would count them as present).
+    fn place_on_device(
+        &self,
+        graph: &Graph,
+        node: &Node,
+        opset: u64,
+        const_inputs: &[Option<&Value>],
+    ) -> SessionResult<
+        Option<(
+            Box<dyn onnx_runtime_ep_api::Kernel>,
+            Arc<dyn ExecutionProvider>,
+        )>,
+    > {
+        let Some(ep) = &self.device else {
+            return Ok(None);
+        };
+        let nameless = node
+            .inputs
+            .iter()
+            .flatten()
+            .any(|id| graph.value(*id).name.is_empty());
+        if nameless || !ep.supports(node, opset) {
+            return Ok(None);
+        }
+        let Ok(mut kernel) = ep.get_kernel(node, &[], opset) else {
+            return Ok(None);
+        };
+        let constant: Vec<bool> = const_inputs.iter().map(Option::is_some).collect();
+        kernel.set_constant_inputs(&constant);
+        Ok(Some((kernel, ep.clone())))
     }
 }
 

@@ -14,6 +14,7 @@ mod compile;
 mod constant;
 mod control;
 pub mod convert;
+mod device;
 mod error;
 mod exec;
 pub mod optimize;

@@ -5,14 +5,20 @@ use crate::error::{MissingOp, SessionError, SessionResult};
 use crate::exec::run_graph;
 use crate::optimize::OptimizationLevel;
 use crate::profile::Profile;
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::{CpuRegistry, Value};
 use onnx_runtime_ir::{Dim, Graph, ValueType};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// How a session is built.
 #[derive(Clone, Default)]
 pub struct SessionOptions {
+    /// An accelerator (e.g. `onnx_runtime_ep_cuda::CudaExecutionProvider`) that runs every
+    /// node it has a kernel for; the CPU runs the rest, and values are copied between them
+    /// where one side reads what the other wrote. Inputs and outputs stay host values.
+    pub device: Option<Arc<dyn ExecutionProvider>>,
     /// The CPU kernels to use; `None` for [`onnx_runtime_ep_cpu::registry`]. A custom registry
     /// lets an application add its own ops.
     pub registry: Option<&'static CpuRegistry>,
@@ -130,6 +136,12 @@ impl Session {
         &self.outputs
     }
 
+    /// How many nodes of the main graph run on [`SessionOptions::device`] (nodes folded into
+    /// constants at build time run nowhere and are not counted).
+    pub fn device_nodes(&self) -> usize {
+        self.graph.device_steps()
+    }
+
     /// Runs the model on `inputs` (by name) and returns every graph output, in order.
     pub fn run(&self, inputs: &[(&str, Value)]) -> SessionResult<Vec<(String, Value)>> {
         self.run_with(inputs, None)
@@ -213,7 +225,11 @@ fn compiler_for(graph: &Graph, options: &SessionOptions) -> Compiler<'static> {
             (d.to_string(), *v)
         })
         .collect();
-    Compiler { registry, opsets }
+    Compiler {
+        registry,
+        opsets,
+        device: options.device.clone(),
+    }
 }
 
 /// Every (domain, op, opset) of `graph` and its subgraphs that the session cannot run with

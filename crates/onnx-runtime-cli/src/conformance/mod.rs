@@ -4,13 +4,14 @@ mod cases;
 pub mod compare;
 
 use cases::{discover, run_case, Case};
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_session::SessionOptions;
 use rayon::prelude::*;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub struct TestArgs {
     pub dirs: Vec<PathBuf>,
@@ -18,11 +19,41 @@ pub struct TestArgs {
     pub write_pass_list: Option<PathBuf>,
     pub filter: Option<String>,
     pub jobs: Option<usize>,
+    /// Makes the accelerator provider for `--ep cuda`. Each worker thread makes its own, so
+    /// a device-side error reported at a synchronization belongs to that worker's case.
+    pub device: Option<fn() -> Result<Arc<dyn ExecutionProvider>, String>>,
 }
 
 enum Outcome {
-    Pass,
+    /// Passed, with the number of nodes that ran on the device.
+    Pass(usize),
     Fail(String),
+}
+
+thread_local! {
+    static DEVICE: std::cell::RefCell<Option<Arc<dyn ExecutionProvider>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The options of one case: `base` with this worker's device when there is one.
+fn case_options(
+    base: &SessionOptions,
+    make: Option<fn() -> Result<Arc<dyn ExecutionProvider>, String>>,
+) -> Result<SessionOptions, String> {
+    let Some(make) = make else {
+        return Ok(base.clone());
+    };
+    let device = DEVICE.with(|d| -> Result<_, String> {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = Some(make()?);
+        }
+        Ok(d.clone())
+    })?;
+    Ok(SessionOptions {
+        device,
+        ..base.clone()
+    })
 }
 
 thread_local! {
@@ -32,7 +63,7 @@ thread_local! {
 /// Runs one case, turning a panic into a failure that says where it happened.
 fn guarded(case: &Case, options: &SessionOptions) -> Outcome {
     match catch_unwind(AssertUnwindSafe(|| run_case(case, options))) {
-        Ok(Ok(())) => Outcome::Pass,
+        Ok(Ok(n)) => Outcome::Pass(n),
         Ok(Err(e)) => Outcome::Fail(e),
         Err(payload) => {
             let msg = payload
@@ -82,9 +113,12 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
         cases
             .par_iter()
             .map(|case| {
-                let outcome = guarded(case, &options);
+                let outcome = match case_options(&options, args.device) {
+                    Ok(o) => guarded(case, &o),
+                    Err(e) => Outcome::Fail(e),
+                };
                 let line = match &outcome {
-                    Outcome::Pass => format!("PASS {}", case.name),
+                    Outcome::Pass(_) => format!("PASS {}", case.name),
                     Outcome::Fail(e) => {
                         format!("FAIL {}: {}", case.name, e.replace('\n', " "))
                     }
@@ -110,12 +144,12 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
     // as passing only if every case of that name passed.
     let n_passed = results
         .iter()
-        .filter(|(_, o)| matches!(o, Outcome::Pass))
+        .filter(|(_, o)| matches!(o, Outcome::Pass(_)))
         .count();
     let failed = results.len() - n_passed;
     let failed_names: BTreeSet<&String> = results
         .iter()
-        .filter(|(_, o)| !matches!(o, Outcome::Pass))
+        .filter(|(_, o)| !matches!(o, Outcome::Pass(_)))
         .map(|(n, _)| n)
         .collect();
     let passed: BTreeSet<String> = results
@@ -158,6 +192,13 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
             text.push('\n');
         }
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if args.device.is_some() {
+        let on_device = results
+            .iter()
+            .filter(|(_, o)| matches!(o, Outcome::Pass(n) if *n > 0))
+            .count();
+        println!("{on_device} of the {n_passed} passing cases ran at least one node on the device");
     }
     println!("{n_passed} passed, {failed} failed");
     Ok(code)

@@ -8,7 +8,7 @@ use crate::runtime::{CuPtr, CudaRuntime, Function, Module};
 use onnx_runtime_ep_api::{CaptureSupport, EpError, EpResult, TensorMut, TensorView};
 use onnx_runtime_ir::{Attribute, DataType, Node};
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The node a kernel runs, its runtime and its id for device-side error reports.
 pub struct Base {
@@ -18,7 +18,14 @@ pub struct Base {
     pub id: u32,
     /// Which node inputs are wired (optional inputs may be omitted).
     pub present: Vec<bool>,
+    /// How many outputs the node has.
+    pub outputs: usize,
 }
+
+/// The dtype and shape of each output of a node, as [`Kernel::output_types`] returns them.
+///
+/// [`Kernel::output_types`]: onnx_runtime_ep_api::Kernel::output_types
+pub type OutputTypes = Vec<(DataType, Vec<usize>)>;
 
 impl Base {
     pub fn new(rt: &Arc<CudaRuntime>, node: &Node) -> Self {
@@ -29,6 +36,7 @@ impl Base {
             node: description,
             op: node.op_type.clone(),
             present: node.inputs.iter().map(Option::is_some).collect(),
+            outputs: node.outputs.len(),
         }
     }
 
@@ -141,6 +149,17 @@ impl Base {
                 "output {idx} has shape {:?} but the inputs give {want:?}",
                 out.shape
             )));
+        }
+        Ok(())
+    }
+
+    /// Checks that the caller gave (at least) the outputs `want` describes, each of the dtype
+    /// and shape given.
+    pub fn expect_outputs(&self, outputs: &[TensorMut<'_>], want: &[(DataType, Vec<usize>)]) -> EpResult<()> {
+        self.outputs_at_least(outputs, want.len())?;
+        for (idx, (out, (dtype, shape))) in outputs.iter().zip(want).enumerate() {
+            self.same_dtype(*dtype, out.dtype, &format!("output {idx}"))?;
+            self.expect_shape(out, shape, idx)?;
         }
         Ok(())
     }
@@ -369,24 +388,34 @@ pub fn mut_ptr_of(v: &TensorMut<'_>) -> CuPtr {
 
 // ---- host reads of shape-carrying inputs ----
 
+/// One tensor of a call: its dtype, shape and strides.
+type Entry = (DataType, Vec<usize>, Vec<usize>);
+
 /// The dtypes, shapes and strides of a call: what a warmed kernel must see again to run
 /// during capture without reading anything on the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Signature(Vec<(DataType, Vec<usize>, Vec<usize>)>);
+pub struct Signature {
+    inputs: Vec<Entry>,
+    outputs: Vec<Entry>,
+}
 
 impl Signature {
     pub fn of(inputs: &[TensorView<'_>], outputs: &[TensorMut<'_>]) -> Self {
-        Signature(
-            inputs
+        Signature {
+            inputs: Self::of_inputs(inputs),
+            outputs: outputs
                 .iter()
                 .map(|v| (v.dtype, v.shape.to_vec(), v.strides.to_vec()))
-                .chain(
-                    outputs
-                        .iter()
-                        .map(|v| (v.dtype, v.shape.to_vec(), v.strides.to_vec())),
-                )
                 .collect(),
-        )
+        }
+    }
+
+    /// The inputs' part of a signature.
+    fn of_inputs(inputs: &[TensorView<'_>]) -> Vec<Entry> {
+        inputs
+            .iter()
+            .map(|v| (v.dtype, v.shape.to_vec(), v.strides.to_vec()))
+            .collect()
     }
 }
 
@@ -418,14 +447,19 @@ impl HostReads {
         self.constant = constant.to_vec();
     }
 
+    fn lock(&self) -> MutexGuard<'_, Option<(Signature, HostValues)>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether every host-read input is an initializer (its values never change).
+    fn all_constant(&self) -> bool {
+        self.positions
+            .iter()
+            .all(|&p| self.constant.get(p).copied().unwrap_or(false))
+    }
+
     pub fn capture_support(&self, base: &Base) -> CaptureSupport {
-        if self.positions.is_empty()
-            || self
-                .state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_some()
-        {
+        if self.positions.is_empty() || self.lock().is_some() {
             CaptureSupport::Supported
         } else {
             CaptureSupport::Unsupported {
@@ -437,56 +471,121 @@ impl HostReads {
         }
     }
 
-    /// The values of the host-read inputs for this call.
+    fn unwarmed(&self, base: &Base) -> EpError {
+        EpError::Capture {
+            node: base.node.clone(),
+            message: format!(
+                "{} reads its {} on the host, which cannot happen during capture, and \
+                 this signature was not run eagerly; warm the exact signature first",
+                base.op, self.what
+            ),
+        }
+    }
+
+    /// Reads every host-read input now (synchronizes the stream).
+    fn read(&self, base: &Base, inputs: &[TensorView<'_>]) -> EpResult<HostValues> {
+        let mut values: HostValues = vec![None; base.present.len()];
+        for &p in &self.positions {
+            let view = base.req(inputs, p)?;
+            values[p] = Some(read_ints(base, view, &self.what)?);
+        }
+        Ok(values)
+    }
+
+    /// The values of the host-read inputs for this call (`execute`): read now, or the warmed
+    /// values during capture and for constant inputs; the call's signature becomes the warmed
+    /// one.
     pub fn values(
         &self,
         base: &Base,
         inputs: &[TensorView<'_>],
         outputs: &[TensorMut<'_>],
     ) -> EpResult<HostValues> {
-        let mut values: HostValues = vec![None; base.present.len()];
         if self.positions.is_empty() {
-            return Ok(values);
+            return Ok(vec![None; base.present.len()]);
         }
         let sig = Signature::of(inputs, outputs);
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let all_constant = self
-            .positions
-            .iter()
-            .all(|&p| self.constant.get(p).copied().unwrap_or(false));
+        let mut state = self.lock();
         if base.rt.is_capturing() {
             return match state.as_ref() {
                 Some((s, v)) if *s == sig => Ok(v.clone()),
-                _ => Err(EpError::Capture {
-                    node: base.node.clone(),
-                    message: format!(
-                        "{} reads its {} on the host, which cannot happen during capture, and \
-                         this signature was not run eagerly; warm the exact signature first",
-                        base.op, self.what
-                    ),
-                }),
+                _ => Err(self.unwarmed(base)),
             };
         }
-        if all_constant {
+        if self.all_constant() {
             if let Some((s, v)) = state.as_ref() {
                 if *s == sig {
                     return Ok(v.clone());
                 }
             }
         }
-        for &p in &self.positions {
-            let view = base.req(inputs, p)?;
-            values[p] = Some(read_ints(base, view, &self.what)?);
-        }
+        let values = self.read(base, inputs)?;
         *state = Some((sig, values.clone()));
         Ok(values)
     }
+
+    /// The values of the host-read inputs for `inputs` alone, for `Kernel::output_types`
+    /// (which has no outputs yet). Reads as [`HostReads::values`] does but leaves the warmed
+    /// signature alone, so only `execute` warms a kernel for capture. During capture it
+    /// answers from the warmed values when the inputs match the warmed signature's.
+    pub fn peek(&self, base: &Base, inputs: &[TensorView<'_>]) -> EpResult<HostValues> {
+        if self.positions.is_empty() {
+            return Ok(vec![None; base.present.len()]);
+        }
+        let sig = Signature::of_inputs(inputs);
+        let warmed = self
+            .lock()
+            .as_ref()
+            .filter(|(s, _)| s.inputs == sig)
+            .map(|(_, v)| v.clone());
+        if base.rt.is_capturing() {
+            return warmed.ok_or_else(|| self.unwarmed(base));
+        }
+        match warmed {
+            Some(v) if self.all_constant() => Ok(v),
+            _ => self.read(base, inputs),
+        }
+    }
+}
+
+/// Copies a tensor's elements of `w` bytes to the host in row-major order (synchronizes the
+/// stream). Refused during capture, where the host cannot wait for the device.
+fn read_bytes(base: &Base, view: &TensorView<'_>, w: usize, what: &str) -> EpResult<Vec<u8>> {
+    if base.rt.is_capturing() {
+        return Err(EpError::Capture {
+            node: base.node.clone(),
+            message: format!(
+                "{} reads its {what} on the host, which cannot happen during capture; resolve \
+                 it before capturing",
+                base.op
+            ),
+        });
+    }
+    let span: usize = 1 + view
+        .shape
+        .iter()
+        .zip(view.strides)
+        .map(|(&d, &s)| d.saturating_sub(1) * s)
+        .sum::<usize>();
+    let mut bytes = vec![0u8; span * w];
+    // SAFETY: the view covers `span` elements from its pointer.
+    unsafe { base.rt.dtoh(&mut bytes, ptr_of(view))? };
+    let strides = onnx_runtime_ir::compute_contiguous_strides(view.shape);
+    let n = view.numel();
+    let mut out = Vec::with_capacity(n * w);
+    for i in 0..n {
+        let mut off = 0usize;
+        for ((&cs, &d), &s) in strides.iter().zip(view.shape).zip(view.strides) {
+            off += (i / cs) % d * s;
+        }
+        out.extend_from_slice(&bytes[off * w..off * w + w]);
+    }
+    Ok(out)
 }
 
 /// Reads an integer tensor to the host (synchronizes the stream).
 pub fn read_ints(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec<i64>> {
-    let n = view.numel();
-    if n == 0 {
+    if view.numel() == 0 {
         return Ok(Vec::new());
     }
     let w = match view.dtype {
@@ -500,24 +599,10 @@ pub fn read_ints(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec
             )
         }
     };
-    let span: usize = 1 + view
-        .shape
-        .iter()
-        .zip(view.strides)
-        .map(|(&d, &s)| d.saturating_sub(1) * s)
-        .sum::<usize>();
-    let mut bytes = vec![0u8; span * w];
-    // SAFETY: the view covers `span` elements from its pointer.
-    unsafe { base.rt.dtoh(&mut bytes, ptr_of(view))? };
-    let strides = onnx_runtime_ir::compute_contiguous_strides(view.shape);
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let mut off = 0usize;
-        for ((&cs, &d), &s) in strides.iter().zip(view.shape).zip(view.strides) {
-            off += (i / cs) % d * s;
-        }
-        let b = &bytes[off * w..off * w + w];
-        out.push(match view.dtype {
+    let bytes = read_bytes(base, view, w, what)?;
+    Ok(bytes
+        .chunks_exact(w)
+        .map(|b| match view.dtype {
             DataType::Int64 => i64::from_ne_bytes(b.try_into().expect("8 bytes")),
             DataType::Uint64 => u64::from_ne_bytes(b.try_into().expect("8 bytes")) as i64,
             DataType::Int32 => i32::from_ne_bytes(b.try_into().expect("4 bytes")) as i64,
@@ -526,9 +611,39 @@ pub fn read_ints(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec
             DataType::Uint16 => u16::from_ne_bytes(b.try_into().expect("2 bytes")) as i64,
             DataType::Int8 => b[0] as i8 as i64,
             _ => b[0] as i64,
-        });
+        })
+        .collect())
+}
+
+/// Reads a float or integer tensor to the host as `f64`s (synchronizes the stream).
+pub fn read_f64s(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec<f64>> {
+    let w = match view.dtype {
+        DataType::Float64 => 8,
+        DataType::Float32 => 4,
+        DataType::Float16 | DataType::BFloat16 => 2,
+        d if d.is_integer() => {
+            return Ok(read_ints(base, view, what)?
+                .into_iter()
+                .map(|v| v as f64)
+                .collect())
+        }
+        other => {
+            return Err(base.unsupported(other, format!("the {what} input must be numeric")))
+        }
+    };
+    if view.numel() == 0 {
+        return Ok(Vec::new());
     }
-    Ok(out)
+    let bytes = read_bytes(base, view, w, what)?;
+    Ok(bytes
+        .chunks_exact(w)
+        .map(|b| match view.dtype {
+            DataType::Float64 => f64::from_ne_bytes(b.try_into().expect("8 bytes")),
+            DataType::Float32 => f32::from_ne_bytes(b.try_into().expect("4 bytes")) as f64,
+            DataType::Float16 => half::f16::from_ne_bytes(b.try_into().expect("2 bytes")).to_f64(),
+            _ => half::bf16::from_ne_bytes(b.try_into().expect("2 bytes")).to_f64(),
+        })
+        .collect())
 }
 
 // ---- attributes ----

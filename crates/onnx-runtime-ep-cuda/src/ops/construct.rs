@@ -1,6 +1,7 @@
-//! Construction ops: ConstantOfShape, Shape, Size, Range, OneHot, Trilu. None reads device
-//! data on the host (scalar inputs are read by the kernels themselves, the output shapes come
-//! resolved), so all of them can be captured at once.
+//! Construction ops: ConstantOfShape, Shape, Size, Range, OneHot, Trilu. `execute` reads no
+//! device data on the host (scalar inputs are read by the kernels themselves, the output shapes
+//! come resolved), so all of them can be captured at once; `output_types` reads the
+//! shape-carrying inputs (ConstantOfShape's shape, Range's bounds, OneHot's depth) on the host.
 
 use super::common::*;
 use super::params::{FillParams, OneHotParams, TriluParams, ValuesParams, MAX_RANK};
@@ -52,15 +53,214 @@ impl ConstructKernel {
     }
 }
 
+/// The dims Shape returns for an input of `shape`: axes `start..end`, both clamped to the rank
+/// after adding it to negative values.
+fn shape_slice(shape: &[usize], start: i64, end: Option<i64>) -> Vec<i64> {
+    let r = shape.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+    let (s, e) = (clamp(start), clamp(end.unwrap_or(r)));
+    if e > s {
+        shape[s..e].iter().map(|&d| d as i64).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+impl ConstructKernel {
+    /// The output's dtype and shape. The extents that depend on input values (ConstantOfShape's
+    /// shape, Range's length, OneHot's depth) are taken from `resolved`, the caller's output
+    /// shape, when `execute` checks its output (so it reads nothing on the host and stays
+    /// capturable), and are read on the host when `resolved` is `None` (`output_types`).
+    fn output_type(
+        &self,
+        inputs: &[TensorView<'_>],
+        resolved: Option<&[usize]>,
+    ) -> EpResult<(DataType, Vec<usize>)> {
+        let base = &self.base;
+        match &self.op {
+            Op::ConstantOfShape { dtype, .. } => {
+                let dims = self.constant_shape(inputs, resolved)?;
+                check_view_rank(base, &dims)?;
+                Ok((*dtype, dims))
+            }
+            Op::Shape { start, end } => {
+                let x = base.req(inputs, 0)?;
+                Ok((DataType::Int64, vec![shape_slice(x.shape, *start, *end).len()]))
+            }
+            Op::Size => {
+                base.req(inputs, 0)?;
+                Ok((DataType::Int64, Vec::new()))
+            }
+            Op::Range => self.range_type(inputs, resolved),
+            Op::OneHot { axis } => self.one_hot_type(inputs, *axis, resolved),
+            Op::Trilu { .. } => {
+                let x = base.req(inputs, 0)?;
+                if x.rank() < 2 {
+                    return Err(base.err("Trilu needs a tensor of rank 2 or more"));
+                }
+                check_view_rank(base, x.shape)?;
+                base.width(x.dtype)?;
+                if let Some(k) = base.input(inputs, 1) {
+                    if k.dtype != DataType::Int64 || k.numel() != 1 {
+                        return Err(base.err("k must be an int64 scalar"));
+                    }
+                }
+                Ok((x.dtype, x.shape.to_vec()))
+            }
+        }
+    }
+
+    /// ConstantOfShape's output shape: the values of its shape input (a 1-D int64 tensor).
+    fn constant_shape(
+        &self,
+        inputs: &[TensorView<'_>],
+        resolved: Option<&[usize]>,
+    ) -> EpResult<Vec<usize>> {
+        let base = &self.base;
+        if let Some(dims) = resolved {
+            match base.input(inputs, 0) {
+                Some(s) if s.numel() != dims.len() => Err(base.err(format!(
+                    "the shape input holds {} dims but the output has rank {}",
+                    s.numel(),
+                    dims.len()
+                ))),
+                _ => Ok(dims.to_vec()),
+            }
+        } else {
+            let shape = read_ints(base, base.req(inputs, 0)?, "shape input")?;
+            shape
+                .iter()
+                .map(|&d| {
+                    usize::try_from(d).map_err(|_| {
+                        base.err(format!("shape {shape:?} has a negative dimension"))
+                    })
+                })
+                .collect()
+        }
+    }
+
+    /// Range's kernel for `dtype`.
+    fn range_fn(&self, dtype: DataType) -> EpResult<Function> {
+        self.typed.get(&dtype).copied().ok_or_else(|| {
+            self.base.unsupported(
+                dtype,
+                "Range takes float, double, float16, bfloat16, int16, int32, int64",
+            )
+        })
+    }
+
+    /// Range's output: start's dtype, `max(ceil((limit - start) / delta), 0)` elements.
+    fn range_type(
+        &self,
+        inputs: &[TensorView<'_>],
+        resolved: Option<&[usize]>,
+    ) -> EpResult<(DataType, Vec<usize>)> {
+        let base = &self.base;
+        let views = [
+            base.req(inputs, 0)?,
+            base.req(inputs, 1)?,
+            base.req(inputs, 2)?,
+        ];
+        let dtype = views[0].dtype;
+        for (v, name) in views.iter().zip(["start", "limit", "delta"]) {
+            base.same_dtype(dtype, v.dtype, name)?;
+            if v.numel() != 1 {
+                return Err(base.err(format!(
+                    "{name} must be a scalar, got shape {:?}",
+                    v.shape
+                )));
+            }
+        }
+        self.range_fn(dtype)?;
+        let n = match resolved {
+            Some([n]) => *n,
+            Some(_) => return Err(base.err("the output must be 1-D")),
+            None if dtype.is_integer() => {
+                let [s, l, d] = views;
+                let what = "start/limit/delta inputs";
+                let (s, l, d) = (
+                    read_ints(base, s, what)?[0] as i128,
+                    read_ints(base, l, what)?[0] as i128,
+                    read_ints(base, d, what)?[0] as i128,
+                );
+                if d == 0 {
+                    return Err(base.err("delta must not be 0"));
+                }
+                ((l - s + d - d.signum()) / d).max(0) as usize
+            }
+            None => {
+                let [s, l, d] = views;
+                let what = "start/limit/delta inputs";
+                let (s, l, d) = (
+                    read_f64s(base, s, what)?[0],
+                    read_f64s(base, l, what)?[0],
+                    read_f64s(base, d, what)?[0],
+                );
+                if d == 0.0 || !d.is_finite() {
+                    return Err(base.err(format!("delta must be finite and non-zero, got {d}")));
+                }
+                let n = ((l - s) / d).ceil().max(0.0);
+                if !n.is_finite() {
+                    return Err(base.err(format!("the range from {s} to {l} is unbounded")));
+                }
+                n as usize
+            }
+        };
+        Ok((dtype, vec![n]))
+    }
+
+    /// OneHot's output: values' dtype, the indices' shape with `depth` inserted at `axis`.
+    fn one_hot_type(
+        &self,
+        inputs: &[TensorView<'_>],
+        axis: i64,
+        resolved: Option<&[usize]>,
+    ) -> EpResult<(DataType, Vec<usize>)> {
+        let base = &self.base;
+        let (idx, values) = (base.req(inputs, 0)?, base.req(inputs, 2)?);
+        let rank = idx.rank() + 1;
+        base.check_rank(rank, MAX_RANK + 1)?;
+        let axis = base.axis(axis, rank, "axis")?;
+        if values.numel() != 2 {
+            return Err(base.err("values must hold [off_value, on_value]"));
+        }
+        if type_tag(idx.dtype).filter(|t| *t != "bool").is_none() {
+            return Err(base.unsupported(idx.dtype, "indices must be numeric"));
+        }
+        base.width(values.dtype)?;
+        let depth = match resolved {
+            Some(r) if r.len() == rank => r[axis],
+            Some(_) => return Err(base.err(format!("the output must have rank {rank}"))),
+            None => {
+                let d = read_f64s(base, base.req(inputs, 1)?, "depth input")?;
+                match d[..] {
+                    [d] if d.is_finite() && d >= 1.0 => d as usize,
+                    _ => {
+                        return Err(base.err(format!(
+                            "depth must be one finite value of at least 1, got {d:?}"
+                        )))
+                    }
+                }
+            }
+        };
+        let mut shape = idx.shape.to_vec();
+        shape.insert(axis, depth);
+        Ok((values.dtype, shape))
+    }
+}
+
 impl Kernel for ConstructKernel {
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        Ok(vec![self.output_type(inputs, None)?])
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
+        base.expect_outputs(outputs, &[self.output_type(inputs, Some(outputs[0].shape))?])?;
         let out = &outputs[0];
         match &self.op {
             Op::ConstantOfShape { dtype, value } => {
-                base.same_dtype(*dtype, out.dtype, "output")?;
-                check_view_rank(base, out.shape)?;
                 let width = base.width(*dtype)?;
                 let mut p = FillParams {
                     n: out.numel() as i64,
@@ -78,41 +278,15 @@ impl Kernel for ConstructKernel {
             }
             Op::Shape { start, end } => {
                 let x = base.req(inputs, 0)?;
-                let r = x.rank() as i64;
-                let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-                let (s, e) = (clamp(*start), clamp(end.unwrap_or(r)));
-                let values: Vec<i64> = if e > s {
-                    x.shape[s..e].iter().map(|&d| d as i64).collect()
-                } else {
-                    Vec::new()
-                };
-                base.expect_shape(out, &[values.len()], 0)?;
-                self.write_i64s(out, &values)
+                self.write_i64s(out, &shape_slice(x.shape, *start, *end))
             }
             Op::Size => {
                 let x = base.req(inputs, 0)?;
-                base.expect_shape(out, &[], 0)?;
                 self.write_i64s(out, &[x.numel() as i64])
             }
             Op::Range => {
-                let (start, limit, delta) = (
-                    base.req(inputs, 0)?,
-                    base.req(inputs, 1)?,
-                    base.req(inputs, 2)?,
-                );
-                for v in [limit, delta] {
-                    base.same_dtype(start.dtype, v.dtype, "input")?;
-                }
-                base.same_dtype(start.dtype, out.dtype, "output")?;
-                if out.rank() != 1 {
-                    return Err(base.err("the output must be 1-D"));
-                }
-                let f = *self.typed.get(&start.dtype).ok_or_else(|| {
-                    base.unsupported(
-                        start.dtype,
-                        "Range takes float, double, int16, int32, int64",
-                    )
-                })?;
+                let (start, delta) = (base.req(inputs, 0)?, base.req(inputs, 2)?);
+                let f = self.range_fn(start.dtype)?;
                 let (mut po, mut ps, mut pd) = (mut_ptr_of(out), ptr_of(start), ptr_of(delta));
                 let mut n = out.numel() as i64;
                 let mut stride = out.strides[0] as i64;
@@ -128,23 +302,8 @@ impl Kernel for ConstructKernel {
             }
             Op::OneHot { axis } => {
                 let (idx, values) = (base.req(inputs, 0)?, base.req(inputs, 2)?);
-                let rank = idx.rank() + 1;
-                base.check_rank(rank, MAX_RANK + 1)?;
+                let rank = out.rank();
                 let axis = base.axis(*axis, rank, "axis")?;
-                if values.numel() != 2 {
-                    return Err(base.err("values must hold [off_value, on_value]"));
-                }
-                base.same_dtype(values.dtype, out.dtype, "output")?;
-                if out.rank() != rank {
-                    return Err(base.err(format!("the output must have rank {rank}")));
-                }
-                let mut want = idx.shape.to_vec();
-                want.insert(axis, out.shape[axis]);
-                base.expect_shape(out, &want, 0)?;
-                let tag = type_tag(idx.dtype).filter(|t| *t != "bool");
-                if tag.is_none() {
-                    return Err(base.unsupported(idx.dtype, "indices must be numeric"));
-                }
                 let mut idx_strides = istrides(idx.strides);
                 idx_strides.insert(axis, 0);
                 let mut p = OneHotParams {
@@ -156,7 +315,7 @@ impl Kernel for ConstructKernel {
                     idx_dtype: idx.dtype.onnx_code(),
                     ..Default::default()
                 };
-                p.dims = fill(&want.iter().map(|&d| d as i64).collect::<Vec<_>>());
+                p.dims = fill(&out.shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
                 p.out_strides = fill(&istrides(out.strides));
                 p.idx_strides = fill(&idx_strides);
                 let width = base.width(out.dtype)?;
@@ -168,19 +327,7 @@ impl Kernel for ConstructKernel {
             }
             Op::Trilu { upper } => {
                 let x = base.req(inputs, 0)?;
-                base.same_dtype(x.dtype, out.dtype, "output")?;
-                if x.rank() < 2 {
-                    return Err(base.err("Trilu needs a tensor of rank 2 or more"));
-                }
-                check_view_rank(base, x.shape)?;
-                base.expect_shape(out, x.shape, 0)?;
-                let mut k_ptr: CuPtr = 0;
-                if let Some(k) = base.input(inputs, 1) {
-                    if k.dtype != DataType::Int64 || k.numel() != 1 {
-                        return Err(base.err("k must be an int64 scalar"));
-                    }
-                    k_ptr = ptr_of(k);
-                }
+                let mut k_ptr: CuPtr = base.input(inputs, 1).map_or(0, ptr_of);
                 let mut p = TriluParams {
                     n: x.numel() as i64,
                     rank: x.rank() as i32,

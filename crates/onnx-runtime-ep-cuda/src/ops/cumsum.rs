@@ -18,16 +18,16 @@ struct CumSumKernel {
     typed: HashMap<DataType, Function>,
 }
 
-impl Kernel for CumSumKernel {
-    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
+impl CumSumKernel {
+    /// The output's dtype and shape: the input's.
+    fn output_type(x: &TensorView<'_>) -> OutputTypes {
+        vec![(x.dtype, x.shape.to_vec())]
+    }
+
+    /// The kernel for the input's dtype and the normalized axis (host-read), checked against
+    /// the input.
+    fn plan(&self, x: &TensorView<'_>, host: &HostValues) -> EpResult<(Function, usize)> {
         let base = &self.base;
-        base.outputs_at_least(outputs, 1)?;
-        let x = base.req(inputs, 0)?;
-        let out = &outputs[0];
-        base.same_dtype(x.dtype, out.dtype, "output")?;
-        base.expect_shape(out, x.shape, 0)?;
-        check_view_rank(base, x.shape)?;
-        let host = self.host.values(base, inputs, outputs)?;
         let axis = match host.get(1).cloned().flatten().as_deref() {
             Some([a]) => *a,
             _ => return Err(base.err("axis must be a scalar (or 1-element) int tensor")),
@@ -41,7 +41,28 @@ impl Kernel for CumSumKernel {
         if x.rank() == 0 {
             return Err(base.err("CumSum needs a tensor of rank 1 or more"));
         }
-        let axis = base.axis(axis, x.rank(), "axis")?;
+        Ok((f, base.axis(axis, x.rank(), "axis")?))
+    }
+}
+
+impl Kernel for CumSumKernel {
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        let base = &self.base;
+        let x = base.req(inputs, 0)?;
+        check_view_rank(base, x.shape)?;
+        self.plan(x, &self.host.peek(base, inputs)?)?;
+        Ok(Self::output_type(x))
+    }
+
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
+        let base = &self.base;
+        base.outputs_at_least(outputs, 1)?;
+        let x = base.req(inputs, 0)?;
+        base.expect_outputs(outputs, &Self::output_type(x))?;
+        check_view_rank(base, x.shape)?;
+        let host = self.host.values(base, inputs, outputs)?;
+        let (f, axis) = self.plan(x, &host)?;
+        let out = &outputs[0];
         let len = x.shape[axis];
         let lines: usize = x.shape.iter().product::<usize>() / len.max(1);
         if len == 0 || lines == 0 {

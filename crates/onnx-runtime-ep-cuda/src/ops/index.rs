@@ -116,6 +116,98 @@ impl IndexKernel {
         unsafe { base.rt.launch(f, n as u64, &mut args) }
     }
 
+    /// The output's dtype (the data's) and shape, once the indices (and the updates of a
+    /// scatter) are checked against the data.
+    fn output_type(&self, inputs: &[TensorView<'_>]) -> EpResult<(DataType, Vec<usize>)> {
+        let base = &self.base;
+        let (data, idx) = (base.req(inputs, 0)?, base.req(inputs, 1)?);
+        check_view_rank(base, data.shape)?;
+        check_view_rank(base, idx.shape)?;
+        base.width(data.dtype)?;
+        let i64_idx = self.idx_is_i64(idx)?;
+        let r = data.rank();
+        let shape = match self.op {
+            Op::Gather => {
+                let axis = base.axis(self.axis, r, "axis")?;
+                let mut want = data.shape[..axis].to_vec();
+                want.extend_from_slice(idx.shape);
+                want.extend_from_slice(&data.shape[axis + 1..]);
+                want
+            }
+            Op::GatherElements => {
+                let axis = base.axis(self.axis, r, "axis")?;
+                if idx.rank() != r || (0..r).any(|k| k != axis && idx.shape[k] > data.shape[k]) {
+                    return Err(base.err(format!(
+                        "indices of shape {:?} do not fit data of shape {:?} (same rank, no \
+                         larger outside axis {axis})",
+                        idx.shape, data.shape
+                    )));
+                }
+                idx.shape.to_vec()
+            }
+            Op::GatherNd => {
+                let b = self.batch_dims;
+                let q = idx.rank();
+                if q < 1 {
+                    return Err(base.err("indices must have rank 1 or more"));
+                }
+                let k = idx.shape[q - 1];
+                if b >= q || b > r || k + b > r || data.shape[..b] != idx.shape[..b] {
+                    return Err(base.err(format!(
+                        "indices of shape {:?} do not fit data of shape {:?} with batch_dims {b}",
+                        idx.shape, data.shape
+                    )));
+                }
+                let mut want = idx.shape[..q - 1].to_vec();
+                want.extend_from_slice(&data.shape[b + k..]);
+                want
+            }
+            Op::ScatterNd | Op::ScatterElements => {
+                let upd = base.req(inputs, 2)?;
+                base.same_dtype(data.dtype, upd.dtype, "updates")?;
+                self.check_scatter(data, idx, upd)?;
+                if self.reduction != 0 && !self.reduce.contains_key(&(data.dtype, i64_idx)) {
+                    return Err(base.unsupported(data.dtype, "no reduction kernel for this dtype"));
+                }
+                data.shape.to_vec()
+            }
+        };
+        Ok((data.dtype, shape))
+    }
+
+    /// Checks that a scatter's indices and updates fit its data.
+    fn check_scatter(
+        &self,
+        data: &TensorView<'_>,
+        idx: &TensorView<'_>,
+        upd: &TensorView<'_>,
+    ) -> EpResult<()> {
+        let r = data.rank();
+        let fits = if self.op == Op::ScatterElements {
+            let axis = self.base.axis(self.axis, r, "axis")?;
+            idx.rank() == r
+                && upd.shape == idx.shape
+                && (0..r).all(|k| k == axis || idx.shape[k] <= data.shape[k])
+        } else {
+            let q = idx.rank();
+            let k = if q >= 1 { idx.shape[q - 1] } else { usize::MAX };
+            let mut want_upd = Vec::new();
+            if q >= 1 && k <= r {
+                want_upd.extend_from_slice(&idx.shape[..q - 1]);
+                want_upd.extend_from_slice(&data.shape[k..]);
+            }
+            q >= 1 && k <= r && upd.shape == want_upd.as_slice()
+        };
+        if !fits {
+            return Err(self.base.err(format!(
+                "indices {:?} and updates {:?} do not fit data {:?}",
+                idx.shape, upd.shape, data.shape
+            )));
+        }
+        Ok(())
+    }
+
+    /// Gathers into `out` (whose dtype and shape `output_type` checked).
     fn gather(
         &self,
         data: &TensorView<'_>,
@@ -123,17 +215,11 @@ impl IndexKernel {
         out: &TensorMut<'_>,
     ) -> EpResult<()> {
         let base = &self.base;
-        base.same_dtype(data.dtype, out.dtype, "output")?;
         let r = data.rank();
         let mut w = Walk::default();
-        let mut want = Vec::new();
         match self.op {
             Op::Gather => {
                 let axis = base.axis(self.axis, r, "axis")?;
-                want.extend_from_slice(&data.shape[..axis]);
-                want.extend_from_slice(idx.shape);
-                want.extend_from_slice(&data.shape[axis + 1..]);
-                base.expect_shape(out, &want, 0)?;
                 let os = istrides(out.strides);
                 let mut o = 0;
                 for k in 0..axis {
@@ -153,15 +239,6 @@ impl IndexKernel {
             }
             Op::GatherElements => {
                 let axis = base.axis(self.axis, r, "axis")?;
-                if idx.rank() != r || (0..r).any(|k| k != axis && idx.shape[k] > data.shape[k]) {
-                    return Err(base.err(format!(
-                        "indices of shape {:?} do not fit data of shape {:?} (same rank, no \
-                         larger outside axis {axis})",
-                        idx.shape, data.shape
-                    )));
-                }
-                want.extend_from_slice(idx.shape);
-                base.expect_shape(out, &want, 0)?;
                 for k in 0..r {
                     let d = if k == axis { 0 } else { data.strides[k] as i64 };
                     w.push(
@@ -177,19 +254,7 @@ impl IndexKernel {
             _ => {
                 let b = self.batch_dims;
                 let q = idx.rank();
-                if q < 1 {
-                    return Err(base.err("indices must have rank 1 or more"));
-                }
                 let k = idx.shape[q - 1];
-                if b >= q || b > r || k + b > r || data.shape[..b] != idx.shape[..b] {
-                    return Err(base.err(format!(
-                        "indices of shape {:?} do not fit data of shape {:?} with batch_dims {b}",
-                        idx.shape, data.shape
-                    )));
-                }
-                want.extend_from_slice(&idx.shape[..q - 1]);
-                want.extend_from_slice(&data.shape[b + k..]);
-                base.expect_shape(out, &want, 0)?;
                 let os = istrides(out.strides);
                 for (j, &o) in os.iter().enumerate().take(q - 1) {
                     let d = if j < b { data.strides[j] as i64 } else { 0 };
@@ -219,6 +284,8 @@ impl IndexKernel {
         )
     }
 
+    /// Scatters into `out` (whose dtype and shape `output_type` checked, like the fit of the
+    /// indices and updates).
     fn scatter(
         &self,
         data: &TensorView<'_>,
@@ -227,22 +294,10 @@ impl IndexKernel {
         out: &TensorMut<'_>,
     ) -> EpResult<()> {
         let base = &self.base;
-        base.same_dtype(data.dtype, out.dtype, "output")?;
-        base.same_dtype(data.dtype, upd.dtype, "updates")?;
-        base.expect_shape(out, data.shape, 0)?;
         let r = data.rank();
         let mut w = Walk::default();
         if self.op == Op::ScatterElements {
             let axis = base.axis(self.axis, r, "axis")?;
-            if idx.rank() != r
-                || upd.shape != idx.shape
-                || (0..r).any(|k| k != axis && idx.shape[k] > data.shape[k])
-            {
-                return Err(base.err(format!(
-                    "indices {:?} and updates {:?} do not fit data {:?}",
-                    idx.shape, upd.shape, data.shape
-                )));
-            }
             for k in 0..r {
                 let d = if k == axis { 0 } else { out.strides[k] as i64 };
                 w.push(
@@ -256,18 +311,7 @@ impl IndexKernel {
             w.nd_strides.push(out.strides[axis] as i64);
         } else {
             let q = idx.rank();
-            let k = if q >= 1 { idx.shape[q - 1] } else { usize::MAX };
-            let mut want_upd = Vec::new();
-            if q >= 1 && k <= r {
-                want_upd.extend_from_slice(&idx.shape[..q - 1]);
-                want_upd.extend_from_slice(&data.shape[k..]);
-            }
-            if q < 1 || k > r || upd.shape != want_upd.as_slice() {
-                return Err(base.err(format!(
-                    "indices {:?} and updates {:?} do not fit data {:?}",
-                    idx.shape, upd.shape, data.shape
-                )));
-            }
+            let k = idx.shape[q - 1];
             for j in 0..q - 1 {
                 w.push(
                     idx.shape[j],
@@ -323,12 +367,15 @@ impl IndexKernel {
 }
 
 impl Kernel for IndexKernel {
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        Ok(vec![self.output_type(inputs)?])
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
+        base.expect_outputs(outputs, &self.output_types(inputs)?)?;
         let (data, idx) = (base.req(inputs, 0)?, base.req(inputs, 1)?);
-        check_view_rank(base, data.shape)?;
-        check_view_rank(base, idx.shape)?;
         match self.op {
             Op::Gather | Op::GatherElements | Op::GatherNd => self.gather(data, idx, &outputs[0]),
             Op::ScatterNd | Op::ScatterElements => {

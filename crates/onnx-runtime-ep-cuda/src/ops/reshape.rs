@@ -81,6 +81,13 @@ fn reshape_shape(
 }
 
 impl ReshapeKernel {
+    /// The output's dtype and shape for these inputs and host-read values.
+    fn output_types_with(&self, inputs: &[TensorView<'_>], host: &HostValues) -> EpResult<OutputTypes> {
+        let x = self.base.req(inputs, 0)?;
+        self.base.width(x.dtype)?;
+        Ok(vec![(x.dtype, self.output_shape(x.shape, host)?)])
+    }
+
     fn output_shape(&self, input: &[usize], host: &HostValues) -> EpResult<Vec<usize>> {
         let base = &self.base;
         match &self.rule {
@@ -100,8 +107,9 @@ impl ReshapeKernel {
                 allowzero,
                 attr_shape,
             } => {
-                let spec = host[1]
-                    .as_ref()
+                let spec = host
+                    .get(1)
+                    .and_then(Option::as_ref)
                     .or(attr_shape.as_ref())
                     .ok_or_else(|| base.err("the shape input is missing"))?;
                 reshape_shape(base, input, spec, *allowzero)
@@ -167,10 +175,8 @@ impl Kernel for ReshapeKernel {
         base.outputs_at_least(outputs, 1)?;
         let x = base.req(inputs, 0)?;
         let host = self.host.values(base, inputs, outputs)?;
+        base.expect_outputs(outputs, &self.output_types_with(inputs, &host)?)?;
         let out = &outputs[0];
-        base.same_dtype(x.dtype, out.dtype, "output")?;
-        let want = self.output_shape(x.shape, &host)?;
-        base.expect_shape(out, &want, 0)?;
         let width = base.width(x.dtype)?;
         let (src, dst) = (ptr_of(x), mut_ptr_of(out));
         if x.is_contiguous() && out.is_contiguous() {
@@ -210,6 +216,11 @@ impl Kernel for ReshapeKernel {
                 "both the input and the output are strided; give a contiguous output".to_string(),
             ))
         }
+    }
+
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        let host = self.host.peek(&self.base, inputs)?;
+        self.output_types_with(inputs, &host)
     }
 
     fn capture_support(&self) -> CaptureSupport {

@@ -16,23 +16,35 @@ struct WhereKernel {
 }
 
 impl Kernel for WhereKernel {
+    /// X's dtype, the three-way broadcast of the shapes.
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        let base = &self.base;
+        let (c, x, y) = (
+            base.req(inputs, 0)?,
+            base.req(inputs, 1)?,
+            base.req(inputs, 2)?,
+        );
+        if c.dtype != DataType::Bool {
+            return Err(base.unsupported(c.dtype, "the condition must be bool"));
+        }
+        base.same_dtype(x.dtype, y.dtype, "input Y")?;
+        base.width(x.dtype)?;
+        let want = broadcast_shapes(base, &[c.shape, x.shape, y.shape])?;
+        check_view_rank(base, &want)?;
+        Ok(vec![(x.dtype, want)])
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
+        base.expect_outputs(outputs, &self.output_types(inputs)?)?;
         let (c, x, y) = (
             base.req(inputs, 0)?,
             base.req(inputs, 1)?,
             base.req(inputs, 2)?,
         );
         let out = &outputs[0];
-        if c.dtype != DataType::Bool {
-            return Err(base.unsupported(c.dtype, "the condition must be bool"));
-        }
-        base.same_dtype(x.dtype, y.dtype, "input Y")?;
-        base.same_dtype(x.dtype, out.dtype, "output")?;
-        let want = broadcast_shapes(base, &[c.shape, x.shape, y.shape])?;
-        base.expect_shape(out, &want, 0)?;
-        check_view_rank(base, &want)?;
+        let want = out.shape;
         let width = base.width(x.dtype)?;
         let mut p = WhereParams {
             n: want.iter().product::<usize>() as i64,
@@ -44,11 +56,11 @@ impl Kernel for WhereKernel {
             base,
             c.shape,
             c.strides,
-            &want,
+            want,
             "condition",
         )?);
-        p.x = fill(&broadcast_strides(base, x.shape, x.strides, &want, "X")?);
-        p.y = fill(&broadcast_strides(base, y.shape, y.strides, &want, "Y")?);
+        p.x = fill(&broadcast_strides(base, x.shape, x.strides, want, "X")?);
+        p.y = fill(&broadcast_strides(base, y.shape, y.strides, want, "Y")?);
         p.o = fill(&istrides(out.strides));
         let (mut pc, mut px, mut py, mut po) = (ptr_of(c), ptr_of(x), ptr_of(y), mut_ptr_of(out));
         let mut args = [
@@ -113,16 +125,20 @@ fn value_bytes(base: &Base, value: f32, dtype: DataType) -> EpResult<[u64; 2]> {
     ])
 }
 
-impl Kernel for PadKernel {
-    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
+impl PadKernel {
+    /// The output's dtype (the input's) and shape, with the begin pad of every axis, from the
+    /// pads and axes (host-read, or the attribute before opset 11).
+    fn plan(&self, inputs: &[TensorView<'_>], host: &HostValues) -> EpResult<(OutputTypes, Vec<i64>)> {
         let base = &self.base;
-        base.outputs_at_least(outputs, 1)?;
         let x = base.req(inputs, 0)?;
-        let out = &outputs[0];
-        base.same_dtype(x.dtype, out.dtype, "output")?;
-        let host = self.host.values(base, inputs, outputs)?;
         let rank = x.rank();
         check_view_rank(base, x.shape)?;
+        base.width(x.dtype)?;
+        if let Some(v) = base.input(inputs, 2) {
+            if v.numel() >= 1 {
+                base.same_dtype(x.dtype, v.dtype, "constant_value")?;
+            }
+        }
         let raw_pads = host
             .get(1)
             .cloned()
@@ -161,7 +177,26 @@ impl Kernel for PadKernel {
             }
             want.push(d as usize);
         }
-        base.expect_shape(out, &want, 0)?;
+        Ok((vec![(x.dtype, want)], begin))
+    }
+}
+
+impl Kernel for PadKernel {
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        let host = self.host.peek(&self.base, inputs)?;
+        Ok(self.plan(inputs, &host)?.0)
+    }
+
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
+        let base = &self.base;
+        base.outputs_at_least(outputs, 1)?;
+        let x = base.req(inputs, 0)?;
+        base.same_dtype(x.dtype, outputs[0].dtype, "output")?;
+        let host = self.host.values(base, inputs, outputs)?;
+        let (types, begin) = self.plan(inputs, &host)?;
+        base.expect_outputs(outputs, &types)?;
+        let out = &outputs[0];
+        let (rank, want) = (x.rank(), out.shape);
         let width = base.width(x.dtype)?;
         let mut p = PadParams {
             n: want.iter().product::<usize>() as i64,
@@ -177,7 +212,6 @@ impl Kernel for PadKernel {
         let mut value_ptr: CuPtr = 0;
         if let Some(v) = base.input(inputs, 2) {
             if v.numel() >= 1 {
-                base.same_dtype(x.dtype, v.dtype, "constant_value")?;
                 value_ptr = ptr_of(v);
             }
         } else if !base.has(1) {

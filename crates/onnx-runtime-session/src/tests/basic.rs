@@ -49,6 +49,7 @@ fn liveness_frees_each_intermediate_after_its_last_reader() {
     let compiler = Compiler {
         registry: super::kernels::registry(),
         opsets: [(String::new(), 13)].into(),
+        device: None,
     };
     let plan = compiler.compile(&b.g, &HashMap::new()).unwrap();
     let slot = |n: &str| b.g.value_by_name(n).unwrap().0;
@@ -73,6 +74,7 @@ fn unread_outputs_are_freed_at_once() {
     let compiler = Compiler {
         registry: super::kernels::registry(),
         opsets: [(String::new(), 13)].into(),
+        device: None,
     };
     let plan = compiler.compile(&b.g, &HashMap::new()).unwrap();
     assert_eq!(
@@ -235,6 +237,7 @@ fn constant_nodes_are_folded_and_seen_by_kernels_at_build_time() {
     let compiler = Compiler {
         registry: super::kernels::registry(),
         opsets: [(String::new(), 13)].into(),
+        device: None,
     };
     let plan = compiler.compile(&b.g, &HashMap::new()).unwrap();
     assert_eq!(plan.steps.len(), 5, "Constant and c + w are not steps");

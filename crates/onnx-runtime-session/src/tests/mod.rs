@@ -3,6 +3,7 @@
 
 mod basic;
 mod control;
+mod device;
 mod kernels;
 mod optimize;
 

@@ -61,6 +61,7 @@ pub(crate) fn check_same_with(
     let options = |optimization| SessionOptions {
         registry: Some(registry),
         optimization,
+        ..Default::default()
     };
     let want = Session::from_graph(&b.g, options(OptimizationLevel::None))
         .unwrap()

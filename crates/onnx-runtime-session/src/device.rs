@@ -1,0 +1,182 @@
+//! Tensors on an accelerator provider's device, and the steps that run nodes there.
+//!
+//! A node placed on the device runs through the provider's [`Kernel`]: the session uploads
+//! the inputs that live on the host, asks the kernel for its output shapes
+//! ([`Kernel::output_types`]), allocates the outputs from the provider and runs the kernel.
+//! Values move back to the host only when a CPU node, a control-flow body or a graph output
+//! reads them. A device kernel that refuses a dtype at run time (strings, sub-byte types)
+//! leaves that call to the node's CPU kernel, which every device step keeps.
+
+use crate::error::{SessionError, SessionResult};
+use onnx_runtime_ep_api::{
+    DeviceBuffer, DevicePtr, DevicePtrMut, EpError, ExecutionProvider, Kernel, TensorMut,
+    TensorView,
+};
+use onnx_runtime_ep_cpu::{CpuKernel, Tensor};
+use onnx_runtime_ir::{compute_contiguous_strides, DataType};
+use std::sync::Arc;
+
+/// A contiguous tensor in device memory; the memory goes back to its provider on drop.
+pub(crate) struct DeviceTensor {
+    buffer: Option<DeviceBuffer>,
+    dtype: DataType,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+    ep: Arc<dyn ExecutionProvider>,
+}
+
+impl DeviceTensor {
+    /// Device memory for a tensor of `dtype` and `shape`, contents undefined.
+    pub fn allocate(
+        ep: &Arc<dyn ExecutionProvider>,
+        dtype: DataType,
+        shape: Vec<usize>,
+    ) -> SessionResult<DeviceTensor> {
+        let numel: usize = shape.iter().product();
+        let bytes = dtype.checked_storage_bytes(numel).ok_or_else(|| {
+            SessionError::Kernel(EpError::Other(format!(
+                "a {dtype} tensor of shape {shape:?} has no byte storage to place on {}",
+                ep.device_id()
+            )))
+        })?;
+        let buffer = ep.allocate(bytes, 256)?;
+        Ok(DeviceTensor {
+            buffer: Some(buffer),
+            dtype,
+            strides: compute_contiguous_strides(&shape),
+            shape,
+            ep: ep.clone(),
+        })
+    }
+
+    /// Copies a host tensor to the device.
+    pub fn upload(ep: &Arc<dyn ExecutionProvider>, tensor: &Tensor) -> SessionResult<Self> {
+        let mut t = Self::allocate(ep, tensor.dtype(), tensor.shape().to_vec())?;
+        let bytes = tensor.bytes();
+        // SAFETY: the buffer holds `storage_bytes(numel)` bytes, which is `bytes.len()` for a
+        // tensor with byte storage.
+        unsafe { ep.copy_from_host(bytes, t.ptr_mut())? };
+        Ok(t)
+    }
+
+    /// Copies the tensor back to the host (waits for the provider's queued work).
+    pub fn download(&self) -> SessionResult<Tensor> {
+        let mut tensor = Tensor::zeros(self.dtype, self.shape.clone());
+        let dst = tensor.bytes_mut();
+        // SAFETY: the buffer holds the tensor's `dst.len()` bytes.
+        unsafe { self.ep.copy_to_host(self.ptr(), dst)? };
+        Ok(tensor)
+    }
+
+    fn buffer(&self) -> &DeviceBuffer {
+        self.buffer
+            .as_ref()
+            .expect("a device tensor owns its buffer until dropped")
+    }
+
+    fn ptr(&self) -> DevicePtr {
+        DevicePtr(self.buffer().as_ptr())
+    }
+
+    fn ptr_mut(&mut self) -> DevicePtrMut {
+        DevicePtrMut(
+            self.buffer
+                .as_mut()
+                .expect("a device tensor owns its buffer until dropped")
+                .as_mut_ptr(),
+        )
+    }
+
+    pub fn view(&self) -> TensorView<'_> {
+        TensorView::new(
+            self.ptr(),
+            self.dtype,
+            &self.shape,
+            &self.strides,
+            self.ep.device_id(),
+        )
+    }
+
+    fn view_mut(&mut self) -> TensorMut<'_> {
+        let ptr = self.ptr_mut();
+        TensorMut::new(
+            ptr,
+            self.dtype,
+            &self.shape,
+            &self.strides,
+            self.ep.device_id(),
+        )
+    }
+}
+
+impl Drop for DeviceTensor {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            // The provider orders the reuse after the work already queued on its stream; a
+            // failure here can only be a buffer from another provider, which cannot happen.
+            let _ = self.ep.deallocate(buffer);
+        }
+    }
+}
+
+/// Whether a host tensor can go to the device: it has byte storage.
+pub(crate) fn placeable(t: &Tensor) -> bool {
+    t.dtype() != DataType::String && t.dtype() != DataType::Undefined
+}
+
+/// A node placed on the device, with its CPU kernel for the calls the device kernel refuses.
+pub(crate) struct DeviceStep {
+    pub kernel: Box<dyn Kernel>,
+    pub fallback: Box<dyn CpuKernel>,
+    pub ep: Arc<dyn ExecutionProvider>,
+}
+
+/// Whether an error from a device kernel means "not on this device" rather than bad input.
+fn is_refusal(e: &EpError) -> bool {
+    matches!(
+        e,
+        EpError::UnsupportedDtype { .. } | EpError::UnsupportedOp { .. } | EpError::Other(_)
+    )
+}
+
+impl DeviceStep {
+    /// Runs the node on the device. `inputs` holds one entry per node input (`None` for an
+    /// omitted optional one). Returns `None` when the device kernel refuses these inputs'
+    /// dtypes, so the caller runs the CPU kernel instead.
+    pub fn run(
+        &self,
+        inputs: &[Option<&DeviceTensor>],
+    ) -> SessionResult<Option<Vec<DeviceTensor>>> {
+        let placeholder_shape: [usize; 0] = [];
+        let views: Vec<TensorView<'_>> = inputs
+            .iter()
+            .map(|t| match t {
+                Some(t) => t.view(),
+                None => TensorView::new(
+                    DevicePtr(std::ptr::null()),
+                    DataType::Undefined,
+                    &placeholder_shape,
+                    &placeholder_shape,
+                    self.ep.device_id(),
+                ),
+            })
+            .collect();
+        let types = match self.kernel.output_types(&views) {
+            Ok(t) => t,
+            Err(e) if is_refusal(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut outputs = types
+            .into_iter()
+            .map(|(dtype, shape)| DeviceTensor::allocate(&self.ep, dtype, shape))
+            .collect::<SessionResult<Vec<_>>>()?;
+        let mut out_views: Vec<TensorMut<'_>> = outputs.iter_mut().map(|t| t.view_mut()).collect();
+        match self.kernel.execute(&views, &mut out_views) {
+            Ok(()) => {}
+            Err(e) if is_refusal(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        drop(out_views);
+        Ok(Some(outputs))
+    }
+}
