@@ -19,3 +19,5 @@ mod construct;
 mod index;
 #[path = "gpu/movement.rs"]
 mod movement;
+#[path = "gpu/output_types.rs"]
+mod output_types;

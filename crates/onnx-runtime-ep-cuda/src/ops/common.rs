@@ -155,7 +155,11 @@ impl Base {
 
     /// Checks that the caller gave (at least) the outputs `want` describes, each of the dtype
     /// and shape given.
-    pub fn expect_outputs(&self, outputs: &[TensorMut<'_>], want: &[(DataType, Vec<usize>)]) -> EpResult<()> {
+    pub fn expect_outputs(
+        &self,
+        outputs: &[TensorMut<'_>],
+        want: &[(DataType, Vec<usize>)],
+    ) -> EpResult<()> {
         self.outputs_at_least(outputs, want.len())?;
         for (idx, (out, (dtype, shape))) in outputs.iter().zip(want).enumerate() {
             self.same_dtype(*dtype, out.dtype, &format!("output {idx}"))?;
@@ -627,9 +631,7 @@ pub fn read_f64s(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec
                 .map(|v| v as f64)
                 .collect())
         }
-        other => {
-            return Err(base.unsupported(other, format!("the {what} input must be numeric")))
-        }
+        other => return Err(base.unsupported(other, format!("the {what} input must be numeric"))),
     };
     if view.numel() == 0 {
         return Ok(Vec::new());
@@ -696,6 +698,21 @@ pub fn attr_float(node: &Node, name: &str) -> EpResult<Option<f32>> {
             format!("expected a float, got {:?}", other.kind()),
         )),
     }
+}
+
+/// The element count of `shape`, or an error naming the node when it overflows.
+pub fn checked_numel(base: &Base, shape: &[usize]) -> EpResult<usize> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| {
+            base.err(format!(
+                "shape {shape:?} has more elements than fit in memory"
+            ))
+        })
 }
 
 /// Checks a tensor's rank against the kernels' limit.

@@ -66,6 +66,26 @@ fn shape_slice(shape: &[usize], start: i64, end: Option<i64>) -> Vec<i64> {
     }
 }
 
+/// Range's length for integer bounds, `max(ceil((limit - start) / delta), 0)`; `None` when
+/// delta is 0.
+fn range_len_int(start: i64, limit: i64, delta: i64) -> Option<usize> {
+    let (s, l, d) = (start as i128, limit as i128, delta as i128);
+    if d == 0 {
+        return None;
+    }
+    usize::try_from(((l - s + d - d.signum()) / d).max(0)).ok()
+}
+
+/// Range's length for float bounds, computed in f64 like the CPU provider; `None` when delta
+/// is 0 or not finite or the range is unbounded.
+fn range_len_float(start: f64, limit: f64, delta: f64) -> Option<usize> {
+    if delta == 0.0 || !delta.is_finite() {
+        return None;
+    }
+    let n = ((limit - start) / delta).ceil().max(0.0);
+    n.is_finite().then_some(n as usize)
+}
+
 impl ConstructKernel {
     /// The output's dtype and shape. The extents that depend on input values (ConstantOfShape's
     /// shape, Range's length, OneHot's depth) are taken from `resolved`, the caller's output
@@ -85,7 +105,10 @@ impl ConstructKernel {
             }
             Op::Shape { start, end } => {
                 let x = base.req(inputs, 0)?;
-                Ok((DataType::Int64, vec![shape_slice(x.shape, *start, *end).len()]))
+                Ok((
+                    DataType::Int64,
+                    vec![shape_slice(x.shape, *start, *end).len()],
+                ))
             }
             Op::Size => {
                 base.req(inputs, 0)?;
@@ -131,9 +154,8 @@ impl ConstructKernel {
             shape
                 .iter()
                 .map(|&d| {
-                    usize::try_from(d).map_err(|_| {
-                        base.err(format!("shape {shape:?} has a negative dimension"))
-                    })
+                    usize::try_from(d)
+                        .map_err(|_| base.err(format!("shape {shape:?} has a negative dimension")))
                 })
                 .collect()
         }
@@ -165,10 +187,7 @@ impl ConstructKernel {
         for (v, name) in views.iter().zip(["start", "limit", "delta"]) {
             base.same_dtype(dtype, v.dtype, name)?;
             if v.numel() != 1 {
-                return Err(base.err(format!(
-                    "{name} must be a scalar, got shape {:?}",
-                    v.shape
-                )));
+                return Err(base.err(format!("{name} must be a scalar, got shape {:?}", v.shape)));
             }
         }
         self.range_fn(dtype)?;
@@ -176,34 +195,18 @@ impl ConstructKernel {
             Some([n]) => *n,
             Some(_) => return Err(base.err("the output must be 1-D")),
             None if dtype.is_integer() => {
-                let [s, l, d] = views;
-                let what = "start/limit/delta inputs";
-                let (s, l, d) = (
-                    read_ints(base, s, what)?[0] as i128,
-                    read_ints(base, l, what)?[0] as i128,
-                    read_ints(base, d, what)?[0] as i128,
-                );
-                if d == 0 {
-                    return Err(base.err("delta must not be 0"));
-                }
-                ((l - s + d - d.signum()) / d).max(0) as usize
+                let [s, l, d] = views.map(|v| read_ints(base, v, "start/limit/delta inputs"));
+                range_len_int(s?[0], l?[0], d?[0]).ok_or_else(|| base.err("delta must not be 0"))?
             }
             None => {
-                let [s, l, d] = views;
-                let what = "start/limit/delta inputs";
-                let (s, l, d) = (
-                    read_f64s(base, s, what)?[0],
-                    read_f64s(base, l, what)?[0],
-                    read_f64s(base, d, what)?[0],
-                );
-                if d == 0.0 || !d.is_finite() {
-                    return Err(base.err(format!("delta must be finite and non-zero, got {d}")));
-                }
-                let n = ((l - s) / d).ceil().max(0.0);
-                if !n.is_finite() {
-                    return Err(base.err(format!("the range from {s} to {l} is unbounded")));
-                }
-                n as usize
+                let [s, l, d] = views.map(|v| read_f64s(base, v, "start/limit/delta inputs"));
+                let (s, l, d) = (s?[0], l?[0], d?[0]);
+                range_len_float(s, l, d).ok_or_else(|| {
+                    base.err(format!(
+                        "the range from {s} to {l} by {d} is unbounded (delta must be finite \
+                         and non-zero)"
+                    ))
+                })?
             }
         };
         Ok((dtype, vec![n]))
@@ -257,7 +260,10 @@ impl Kernel for ConstructKernel {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
-        base.expect_outputs(outputs, &[self.output_type(inputs, Some(outputs[0].shape))?])?;
+        base.expect_outputs(
+            outputs,
+            &[self.output_type(inputs, Some(outputs[0].shape))?],
+        )?;
         let out = &outputs[0];
         match &self.op {
             Op::ConstantOfShape { dtype, value } => {
@@ -465,4 +471,33 @@ pub fn register(r: &mut Registry) {
     r.register("", "Range", 11, range);
     r.register("", "OneHot", 9, one_hot);
     r.register("", "Trilu", 14, trilu);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{range_len_float, range_len_int, shape_slice};
+
+    #[test]
+    fn shape_slice_clamps_like_onnx() {
+        let shape = [2, 3, 4, 5];
+        assert_eq!(shape_slice(&shape, 0, None), vec![2, 3, 4, 5]);
+        assert_eq!(shape_slice(&shape, -3, Some(-1)), vec![3, 4]);
+        assert_eq!(shape_slice(&shape, -10, Some(2)), vec![2, 3]);
+        assert_eq!(shape_slice(&shape, 3, Some(1)), Vec::<i64>::new());
+        assert_eq!(shape_slice(&[], 0, None), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn range_len_is_ceil_of_span_over_delta() {
+        assert_eq!(range_len_int(10, -7, -3), Some(6));
+        assert_eq!(range_len_int(0, 17, 4), Some(5));
+        assert_eq!(range_len_int(5, 1, 2), Some(0));
+        assert_eq!(range_len_int(i64::MIN, i64::MAX, i64::MAX), Some(3));
+        assert_eq!(range_len_int(1, 5, 0), None);
+        assert_eq!(range_len_float(1.0, 2.0, 0.3f32 as f64), Some(4));
+        assert_eq!(range_len_float(-1.0, 1.0, 0.125), Some(16));
+        assert_eq!(range_len_float(1.0, 0.0, 0.5), Some(0));
+        assert_eq!(range_len_float(0.0, 1.0, 0.0), None);
+        assert_eq!(range_len_float(0.0, f64::INFINITY, 1.0), None);
+    }
 }

@@ -31,6 +31,13 @@ struct MoveKernel {
     num_outputs: Option<i64>,
 }
 
+/// Slice's walk: the first element and the step along every axis, and the output shape.
+struct SlicePlan {
+    start: Vec<i64>,
+    step: Vec<i64>,
+    shape: Vec<usize>,
+}
+
 /// Clamped start and output length of one sliced axis (ONNX Slice rules).
 pub fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> (i64, usize) {
     let d = dim as i64;
@@ -43,14 +50,16 @@ pub fn slice_axis(dim: usize, start: i64, end: i64, step: i64) -> (i64, usize) {
             norm(end).clamp(-1, d - 1),
         )
     };
+    // In i128: a step near i64::MIN or i64::MAX must not overflow.
+    let (s_, e_, step_) = (s as i128, e as i128, step as i128);
     let len = if step > 0 {
         if e > s {
-            (e - s + step - 1) / step
+            (e_ - s_ + step_ - 1) / step_
         } else {
             0
         }
     } else if s > e {
-        (s - e + (-step) - 1) / (-step)
+        (s_ - e_ - step_ - 1) / -step_
     } else {
         0
     };
@@ -84,73 +93,69 @@ impl MoveKernel {
         )
     }
 
-    fn transpose(&self, x: &TensorView<'_>, out: &TensorMut<'_>) -> EpResult<()> {
+    /// Transpose's permutation: `perm`, or the axes reversed.
+    fn perm(&self, rank: usize) -> EpResult<Vec<usize>> {
         let base = &self.base;
-        let rank = x.rank();
-        let perm: Vec<usize> = match &self.ints {
-            Some(p) => {
-                if p.len() != rank {
-                    return Err(base.err(format!("perm {p:?} does not match rank {rank}")));
-                }
-                let mut seen = vec![false; rank];
-                let mut out = Vec::with_capacity(rank);
-                for &v in p {
-                    let k = base.axis(v, rank, "perm entry")?;
-                    if std::mem::replace(&mut seen[k], true) {
-                        return Err(base.err(format!("perm {p:?} repeats axis {v}")));
-                    }
-                    out.push(k);
-                }
-                out
-            }
-            None => (0..rank).rev().collect(),
+        let Some(p) = &self.ints else {
+            return Ok((0..rank).rev().collect());
         };
-        let want: Vec<usize> = perm.iter().map(|&p| x.shape[p]).collect();
-        base.expect_shape(out, &want, 0)?;
-        let a: Vec<i64> = perm.iter().map(|&p| x.strides[p] as i64).collect();
-        self.copy(x, out, &want, &a, &istrides(out.strides), 0, 0)
+        if p.len() != rank {
+            return Err(base.err(format!("perm {p:?} does not match rank {rank}")));
+        }
+        let mut seen = vec![false; rank];
+        let mut perm = Vec::with_capacity(rank);
+        for &v in p {
+            let k = base.axis(v, rank, "perm entry")?;
+            if std::mem::replace(&mut seen[k], true) {
+                return Err(base.err(format!("perm {p:?} repeats axis {v}")));
+            }
+            perm.push(k);
+        }
+        Ok(perm)
     }
 
-    fn expand(&self, x: &TensorView<'_>, out: &TensorMut<'_>, shape: &[i64]) -> EpResult<()> {
+    /// The host-read input 1 (Expand's shape, Tile's repeats).
+    fn host_input<'h>(&self, host: &'h HostValues, what: &str) -> EpResult<&'h [i64]> {
+        host.get(1)
+            .and_then(Option::as_deref)
+            .ok_or_else(|| self.base.err(format!("{what} is missing")))
+    }
+
+    /// Expand's output shape: the broadcast of the input's shape and `shape`.
+    fn expand_shape(&self, x: &[usize], shape: &[i64]) -> EpResult<Vec<usize>> {
         let base = &self.base;
         if shape.iter().any(|&s| s < 0) {
             return Err(base.err(format!("shape {shape:?} has a negative entry")));
         }
         let target: Vec<usize> = shape.iter().map(|&s| s as usize).collect();
-        let want = broadcast_shapes(base, &[x.shape, &target])?;
-        base.expect_shape(out, &want, 0)?;
-        let a = broadcast_strides(base, x.shape, x.strides, &want, "input")?;
-        self.copy(x, out, &want, &a, &istrides(out.strides), 0, 0)
+        broadcast_shapes(base, &[x, &target])
     }
 
-    fn tile(&self, x: &TensorView<'_>, out: &TensorMut<'_>, repeats: &[i64]) -> EpResult<()> {
-        let base = &self.base;
-        if repeats.len() != x.rank() || repeats.iter().any(|&r| r < 0) {
-            return Err(base.err(format!(
+    /// Tile's output shape: every axis times its repeat count.
+    fn tile_shape(&self, x: &[usize], repeats: &[i64]) -> EpResult<Vec<usize>> {
+        if repeats.len() != x.len() || repeats.iter().any(|&r| r < 0) {
+            return Err(self.base.err(format!(
                 "repeats {repeats:?} must have one non-negative entry per input axis ({})",
-                x.rank()
+                x.len()
             )));
         }
-        let want: Vec<usize> = x
-            .shape
-            .iter()
+        x.iter()
             .zip(repeats)
-            .map(|(&d, &r)| d * r as usize)
-            .collect();
-        base.expect_shape(out, &want, 0)?;
-        let (mut dims, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, &rep) in repeats.iter().enumerate() {
-            let os = out.strides[k] as i64;
-            dims.extend([rep as usize, x.shape[k]]);
-            a.extend([0, x.strides[k] as i64]);
-            b.extend([x.shape[k] as i64 * os, os]);
-        }
-        self.copy(x, out, &dims, &a, &b, 0, 0)
+            .map(|(&d, &r)| {
+                d.checked_mul(r as usize).ok_or_else(|| {
+                    self.base.err(format!(
+                        "repeats {repeats:?} overflow the input's shape {x:?}"
+                    ))
+                })
+            })
+            .collect()
     }
 
-    fn slice(&self, x: &TensorView<'_>, out: &TensorMut<'_>, host: &HostValues) -> EpResult<()> {
+    /// Slice's walk for an input of shape `x`, from starts/ends/axes/steps (host-read, or the
+    /// attributes before opset 10).
+    fn slice_plan(&self, x: &[usize], host: &HostValues) -> EpResult<SlicePlan> {
         let base = &self.base;
-        let rank = x.rank();
+        let rank = x.len();
         let (starts, ends, axes, steps) = if host.len() > 1 && host[1].is_some() {
             (
                 host[1].clone().unwrap_or_default(),
@@ -176,9 +181,11 @@ impl MoveKernel {
                 "starts {starts:?}, ends {ends:?}, axes {axes:?} and steps {steps:?} must have the same length"
             )));
         }
-        let mut start = vec![0i64; rank];
-        let mut step = vec![1i64; rank];
-        let mut want = x.shape.to_vec();
+        let mut plan = SlicePlan {
+            start: vec![0; rank],
+            step: vec![1; rank],
+            shape: x.to_vec(),
+        };
         let mut seen = vec![false; rank];
         for i in 0..starts.len() {
             let k = base.axis(axes[i], rank, "axis")?;
@@ -188,18 +195,19 @@ impl MoveKernel {
             if steps[i] == 0 {
                 return Err(base.err("a step of 0 is not allowed"));
             }
-            let (s, len) = slice_axis(x.shape[k], starts[i], ends[i], steps[i]);
-            start[k] = s;
-            step[k] = steps[i];
-            want[k] = len;
+            let (s, len) = slice_axis(x[k], starts[i], ends[i], steps[i]);
+            plan.start[k] = s;
+            plan.step[k] = steps[i];
+            plan.shape[k] = len;
         }
-        base.expect_shape(out, &want, 0)?;
-        let a_off: i64 = (0..rank).map(|k| start[k] * x.strides[k] as i64).sum();
-        let a: Vec<i64> = (0..rank).map(|k| step[k] * x.strides[k] as i64).collect();
-        self.copy(x, out, &want, &a, &istrides(out.strides), a_off, 0)
+        Ok(plan)
     }
 
-    fn concat(&self, inputs: &[TensorView<'_>], out: &TensorMut<'_>) -> EpResult<()> {
+    /// Concat's inputs (the wired ones, checked to agree outside the axis) and its axis.
+    fn concat_views<'b, 'a>(
+        &self,
+        inputs: &'b [TensorView<'a>],
+    ) -> EpResult<(Vec<&'b TensorView<'a>>, usize)> {
         let base = &self.base;
         let views: Vec<&TensorView<'_>> = (0..base.present.len())
             .filter_map(|p| base.input(inputs, p))
@@ -209,8 +217,6 @@ impl MoveKernel {
             .ok_or_else(|| base.err("Concat needs inputs"))?;
         let rank = first.rank();
         let axis = base.axis(self.axis, rank, "axis")?;
-        let mut want = first.shape.to_vec();
-        want[axis] = 0;
         for v in &views {
             base.same_dtype(first.dtype, v.dtype, "input")?;
             if v.rank() != rank
@@ -224,10 +230,100 @@ impl MoveKernel {
                     first.shape, v.shape, self.axis
                 )));
             }
-            want[axis] += v.shape[axis];
         }
-        base.expect_shape(out, &want, 0)?;
-        base.same_dtype(first.dtype, out.dtype, "output")?;
+        Ok((views, axis))
+    }
+
+    /// Split's output sizes along an axis of size `dim`, one per node output: the
+    /// split input or attribute, else `num_outputs` near-equal chunks, else equal parts.
+    fn split_sizes(&self, dim: usize, host: &HostValues) -> EpResult<Vec<usize>> {
+        let base = &self.base;
+        let n = base.outputs;
+        if let Some(s) = host.get(1).cloned().flatten().or(self.ints.clone()) {
+            let total = s.iter().try_fold(0i64, |t, &v| t.checked_add(v));
+            if s.len() != n || s.iter().any(|&v| v < 0) || total != Some(dim as i64) {
+                return Err(base.err(format!(
+                    "split {s:?} must have {n} non-negative entries summing to the axis size {dim}"
+                )));
+            }
+            Ok(s.iter().map(|&v| v as usize).collect())
+        } else if let Some(k) = self.num_outputs {
+            if k < 1 || k as usize != n {
+                return Err(base.err(format!("num_outputs is {k} but the node has {n} outputs")));
+            }
+            let chunk = dim.div_ceil(n);
+            Ok((0..n)
+                .map(|i| chunk.min(dim.saturating_sub(chunk * i)))
+                .collect())
+        } else {
+            if n == 0 || !dim.is_multiple_of(n) {
+                return Err(base.err(format!(
+                    "axis size {dim} does not split evenly into {n} outputs; give split sizes"
+                )));
+            }
+            Ok(vec![dim / n; n])
+        }
+    }
+
+    /// Every output's dtype (input 0's) and shape for these inputs and host-read values.
+    fn output_types_with(
+        &self,
+        inputs: &[TensorView<'_>],
+        host: &HostValues,
+    ) -> EpResult<OutputTypes> {
+        let base = &self.base;
+        let x = base.req(inputs, 0)?;
+        base.width(x.dtype)?;
+        let shapes = match self.op {
+            Op::Transpose => vec![self.perm(x.rank())?.iter().map(|&p| x.shape[p]).collect()],
+            Op::Expand => vec![self.expand_shape(x.shape, self.host_input(host, "shape")?)?],
+            Op::Tile => vec![self.tile_shape(x.shape, self.host_input(host, "repeats")?)?],
+            Op::Slice => vec![self.slice_plan(x.shape, host)?.shape],
+            Op::Concat => {
+                let (views, axis) = self.concat_views(inputs)?;
+                let mut want = views[0].shape.to_vec();
+                want[axis] = views.iter().map(|v| v.shape[axis]).sum();
+                vec![want]
+            }
+            Op::Split => {
+                let axis = base.axis(self.axis, x.rank(), "axis")?;
+                let sizes = self.split_sizes(x.shape[axis], host)?;
+                sizes
+                    .into_iter()
+                    .map(|s| {
+                        let mut want = x.shape.to_vec();
+                        want[axis] = s;
+                        want
+                    })
+                    .collect()
+            }
+        };
+        Ok(shapes.into_iter().map(|s| (x.dtype, s)).collect())
+    }
+
+    fn tile(&self, x: &TensorView<'_>, out: &TensorMut<'_>, repeats: &[i64]) -> EpResult<()> {
+        let (mut dims, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, &rep) in repeats.iter().enumerate() {
+            let os = out.strides[k] as i64;
+            dims.extend([rep as usize, x.shape[k]]);
+            a.extend([0, x.strides[k] as i64]);
+            b.extend([x.shape[k] as i64 * os, os]);
+        }
+        self.copy(x, out, &dims, &a, &b, 0, 0)
+    }
+
+    fn slice(&self, x: &TensorView<'_>, out: &TensorMut<'_>, host: &HostValues) -> EpResult<()> {
+        let plan = self.slice_plan(x.shape, host)?;
+        let rank = x.rank();
+        let a_off: i64 = (0..rank).map(|k| plan.start[k] * x.strides[k] as i64).sum();
+        let a: Vec<i64> = (0..rank)
+            .map(|k| plan.step[k] * x.strides[k] as i64)
+            .collect();
+        self.copy(x, out, out.shape, &a, &istrides(out.strides), a_off, 0)
+    }
+
+    fn concat(&self, inputs: &[TensorView<'_>], out: &TensorMut<'_>) -> EpResult<()> {
+        let (views, axis) = self.concat_views(inputs)?;
         let b = istrides(out.strides);
         let mut offset = 0i64;
         for v in views {
@@ -238,87 +334,48 @@ impl MoveKernel {
         Ok(())
     }
 
-    fn split(
-        &self,
-        x: &TensorView<'_>,
-        outputs: &[TensorMut<'_>],
-        host: &HostValues,
-    ) -> EpResult<()> {
-        let base = &self.base;
-        let rank = x.rank();
-        let axis = base.axis(self.axis, rank, "axis")?;
-        let dim = x.shape[axis];
-        let n = outputs.len();
-        let sizes: Vec<usize> = if let Some(s) =
-            host.get(1).cloned().flatten().or(self.ints.clone())
-        {
-            if s.len() != n || s.iter().any(|&v| v < 0) || s.iter().sum::<i64>() != dim as i64 {
-                return Err(base.err(format!(
-                    "split {s:?} must have {n} non-negative entries summing to the axis size {dim}"
-                )));
-            }
-            s.iter().map(|&v| v as usize).collect()
-        } else if let Some(k) = self.num_outputs {
-            if k as usize != n || k < 1 {
-                return Err(base.err(format!("num_outputs is {k} but the node has {n} outputs")));
-            }
-            let chunk = dim.div_ceil(n);
-            (0..n)
-                .map(|i| chunk.min(dim.saturating_sub(chunk * i)))
-                .collect()
-        } else {
-            if n == 0 || !dim.is_multiple_of(n) {
-                return Err(base.err(format!(
-                    "axis size {dim} does not split evenly into {n} outputs; give split sizes"
-                )));
-            }
-            vec![dim / n; n]
-        };
+    /// Copies one slab of the input into each output (whose shapes `output_types_with` gave).
+    fn split(&self, x: &TensorView<'_>, outputs: &[TensorMut<'_>]) -> EpResult<()> {
+        let axis = self.base.axis(self.axis, x.rank(), "axis")?;
         let a = istrides(x.strides);
         let mut offset = 0usize;
-        for (j, out) in outputs.iter().enumerate() {
-            let mut want = x.shape.to_vec();
-            want[axis] = sizes[j];
-            base.expect_shape(out, &want, j)?;
-            base.same_dtype(x.dtype, out.dtype, "output")?;
+        for out in &outputs[..self.base.outputs] {
             let a_off = (offset * x.strides[axis]) as i64;
-            self.copy(x, out, &want, &a, &istrides(out.strides), a_off, 0)?;
-            offset += sizes[j];
+            self.copy(x, out, out.shape, &a, &istrides(out.strides), a_off, 0)?;
+            offset += out.shape[axis];
         }
         Ok(())
     }
 }
 
 impl Kernel for MoveKernel {
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        let host = self.host.peek(&self.base, inputs)?;
+        self.output_types_with(inputs, &host)
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
         let base = &self.base;
         base.outputs_at_least(outputs, 1)?;
         let host = self.host.values(base, inputs, outputs)?;
-        if self.op == Op::Concat {
-            return self.concat(inputs, &outputs[0]);
-        }
+        base.expect_outputs(outputs, &self.output_types_with(inputs, &host)?)?;
         let x = base.req(inputs, 0)?;
-        if self.op == Op::Split {
-            return self.split(x, outputs, &host);
-        }
         let out = &outputs[0];
-        base.same_dtype(x.dtype, out.dtype, "output")?;
+        let b = istrides(out.strides);
         match self.op {
-            Op::Transpose => self.transpose(x, out),
+            Op::Transpose => {
+                let perm = self.perm(x.rank())?;
+                let a: Vec<i64> = perm.iter().map(|&p| x.strides[p] as i64).collect();
+                self.copy(x, out, out.shape, &a, &b, 0, 0)
+            }
             Op::Expand => {
-                let shape = host[1]
-                    .as_ref()
-                    .ok_or_else(|| base.err("shape is missing"))?;
-                self.expand(x, out, shape)
+                let a = broadcast_strides(base, x.shape, x.strides, out.shape, "input")?;
+                self.copy(x, out, out.shape, &a, &b, 0, 0)
             }
-            Op::Tile => {
-                let reps = host[1]
-                    .as_ref()
-                    .ok_or_else(|| base.err("repeats is missing"))?;
-                self.tile(x, out, reps)
-            }
+            Op::Tile => self.tile(x, out, self.host_input(&host, "repeats")?),
             Op::Slice => self.slice(x, out, &host),
-            Op::Concat | Op::Split => unreachable!("handled above"),
+            Op::Concat => self.concat(inputs, out),
+            Op::Split => self.split(x, outputs),
         }
     }
 
@@ -443,5 +500,8 @@ mod tests {
         assert_eq!(slice_axis(3, 0, -1, 1), (0, 2));
         assert_eq!(slice_axis(4, 3, 0, -2), (3, 2));
         assert_eq!(slice_axis(0, 0, 5, 1), (0, 0));
+        // Extreme steps do not overflow.
+        assert_eq!(slice_axis(4, 0, i64::MAX, i64::MAX), (0, 1));
+        assert_eq!(slice_axis(4, -1, i64::MIN, i64::MIN), (3, 1));
     }
 }

@@ -64,7 +64,7 @@ fn reshape_shape(
         return Err(base.err(format!("shape {spec:?} has both 0 and -1 with allowzero=1")));
     }
     if let Some(i) = infer {
-        let rest: usize = out.iter().product();
+        let rest = checked_numel(base, &out)?;
         if rest == 0 || !numel.is_multiple_of(rest) {
             return Err(base.err(format!(
                 "cannot reshape {input:?} ({numel} elements) to {spec:?}"
@@ -72,7 +72,7 @@ fn reshape_shape(
         }
         out[i] = numel / rest;
     }
-    if out.iter().product::<usize>() != numel {
+    if checked_numel(base, &out)? != numel {
         return Err(base.err(format!(
             "cannot reshape {input:?} ({numel} elements) to {spec:?}"
         )));
@@ -82,7 +82,11 @@ fn reshape_shape(
 
 impl ReshapeKernel {
     /// The output's dtype and shape for these inputs and host-read values.
-    fn output_types_with(&self, inputs: &[TensorView<'_>], host: &HostValues) -> EpResult<OutputTypes> {
+    fn output_types_with(
+        &self,
+        inputs: &[TensorView<'_>],
+        host: &HostValues,
+    ) -> EpResult<OutputTypes> {
         let x = self.base.req(inputs, 0)?;
         self.base.width(x.dtype)?;
         Ok(vec![(x.dtype, self.output_shape(x.shape, host)?)])

@@ -128,7 +128,11 @@ fn value_bytes(base: &Base, value: f32, dtype: DataType) -> EpResult<[u64; 2]> {
 impl PadKernel {
     /// The output's dtype (the input's) and shape, with the begin pad of every axis, from the
     /// pads and axes (host-read, or the attribute before opset 11).
-    fn plan(&self, inputs: &[TensorView<'_>], host: &HostValues) -> EpResult<(OutputTypes, Vec<i64>)> {
+    fn plan(
+        &self,
+        inputs: &[TensorView<'_>],
+        host: &HostValues,
+    ) -> EpResult<(OutputTypes, Vec<i64>)> {
         let base = &self.base;
         let x = base.req(inputs, 0)?;
         let rank = x.rank();
@@ -166,7 +170,10 @@ impl PadKernel {
         }
         let mut want = Vec::with_capacity(rank);
         for k in 0..rank {
-            let d = x.shape[k] as i64 + begin[k] + end[k];
+            let d = (x.shape[k] as i64)
+                .checked_add(begin[k])
+                .and_then(|d| d.checked_add(end[k]))
+                .ok_or_else(|| base.err(format!("pads {raw_pads:?} overflow axis {k}")))?;
             if d < 0 {
                 return Err(base.err(format!("pads {raw_pads:?} crop axis {k} below zero")));
             }

@@ -132,24 +132,46 @@ impl<'e> Bound<'e> {
                 (t.clone(), buf, strides)
             })
             .collect();
-        let outputs = outs
-            .iter()
-            .map(|(dtype, shape)| {
-                let bytes = dtype.storage_bytes(shape.iter().product());
-                let buf = ep.allocate(bytes.max(1), 256).unwrap();
-                (
-                    *dtype,
-                    shape.clone(),
-                    buf,
-                    compute_contiguous_strides(shape),
-                )
-            })
-            .collect();
-        Bound {
+        let mut bound = Bound {
             ep,
             inputs,
-            outputs,
+            outputs: Vec::new(),
+        };
+        bound.set_outputs(outs);
+        bound
+    }
+
+    /// Replaces the outputs with fresh contiguous device buffers of these dtypes and shapes.
+    pub fn set_outputs(&mut self, outs: &[(DataType, Vec<usize>)]) {
+        for (_, _, buf, _) in self.outputs.drain(..) {
+            let _ = self.ep.deallocate(buf);
         }
+        for (dtype, shape) in outs {
+            let bytes = dtype.storage_bytes(shape.iter().product());
+            let buf = self.ep.allocate(bytes.max(1), 256).unwrap();
+            self.outputs.push((
+                *dtype,
+                shape.clone(),
+                buf,
+                compute_contiguous_strides(shape),
+            ));
+        }
+    }
+
+    /// What the kernel says its outputs are for the bound inputs.
+    pub fn output_types(
+        &self,
+        kernel: &dyn Kernel,
+    ) -> Result<Vec<(DataType, Vec<usize>)>, EpError> {
+        let device = self.ep.device_id();
+        let views: Vec<TensorView<'_>> = self
+            .inputs
+            .iter()
+            .map(|(t, buf, strides)| {
+                TensorView::new(DevicePtr(buf.as_ptr()), t.dtype, &t.shape, strides, device)
+            })
+            .collect();
+        kernel.output_types(&views)
     }
 
     /// Rewrites input `i` with new logical values (same shape and layout).
