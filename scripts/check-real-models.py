@@ -4,6 +4,7 @@
     scripts/fetch-real-models.sh            # once: models into .cache/real-models/
     cargo build --release -p onnx-runtime-cli
     scripts/check-real-models.py [--only NAME ...] [--no-light] [--localize] [--markdown FILE]
+                                 [--ep cpu|cuda]   (REAL_MODELS_DIR: models elsewhere)
 
 Each model gets deterministic random inputs (scripts/real_models.py), written as .npy files and
 passed as `onnx-runtime run MODEL --input NAME=FILE.npy ... --output-dir DIR`. Outputs are
@@ -46,12 +47,12 @@ def ort_run(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def cli_run(cli: Path, path: Path, feeds: dict[str, np.ndarray], names: list[str], work: Path,
-            timeout: float) -> tuple[dict[str, np.ndarray] | None, str, float]:
+            timeout: float, ep: str = "cpu") -> tuple[dict[str, np.ndarray] | None, str, float]:
     """Runs `onnx-runtime run`; returns (outputs or None, error text, seconds)."""
     in_dir, out_dir = work / "inputs", work / "outputs"
     in_dir.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [str(cli), "run", str(path), "--output-dir", str(out_dir)]
+    cmd = [str(cli), "run", str(path), "--ep", ep, "--output-dir", str(out_dir)]
     for name, arr in feeds.items():
         f = in_dir / f"{rm.safe_name(name)}.npy"
         np.save(f, arr)
@@ -166,6 +167,8 @@ def main() -> int:
     ap.add_argument("--localize", action="store_true", help="name the first diverging node on mismatch")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per CLI run")
     ap.add_argument("--markdown", help="also write the table as Markdown to this file")
+    ap.add_argument("--ep", default="cpu", choices=["cpu", "cuda"],
+                    help="our execution provider (cuda: supported nodes on GPU 0, the rest on the CPU)")
     args = ap.parse_args()
 
     cli = Path(args.cli)
@@ -194,7 +197,7 @@ def main() -> int:
                 rows.append((model.name, len(ops), "ORT-FAIL", "", "", "", str(e).splitlines()[0]))
                 failed += 1
                 continue
-            ours, err, secs = cli_run(cli, model.path, feeds, list(ref), work, args.timeout)
+            ours, err, secs = cli_run(cli, model.path, feeds, list(ref), work, args.timeout, args.ep)
             if ours is None:
                 lines = [ln for ln in err.splitlines() if ln.strip()]
                 note = " | ".join(lines[-3:])[:400]

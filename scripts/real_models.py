@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache" / "real-models"
+# REAL_MODELS_DIR points elsewhere, e.g. at models staged for a GPU machine.
+CACHE = Path(os.environ.get("REAL_MODELS_DIR", ROOT / ".cache" / "real-models"))
 ONNX_LIGHT = None  # resolved lazily: the onnx wheel's backend test data
 
 

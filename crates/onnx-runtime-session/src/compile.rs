@@ -64,6 +64,20 @@ impl CompiledGraph {
             .filter(|s| matches!(s.kind, StepKind::Device(_)))
             .count()
     }
+
+    /// Over every run so far: calls of device steps that ran on the device, and calls their
+    /// CPU kernels took over.
+    pub fn device_calls(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.steps
+            .iter()
+            .fold((0, 0), |(ran, refused), s| match &s.kind {
+                StepKind::Device(d) => {
+                    (ran + d.ran.load(Relaxed), refused + d.refused.load(Relaxed))
+                }
+                _ => (ran, refused),
+            })
+    }
 }
 
 pub(crate) struct IoSlot {
@@ -305,6 +319,8 @@ impl Compiler<'_> {
                             kernel: device_kernel,
                             fallback: kernel,
                             ep,
+                            ran: Default::default(),
+                            refused: Default::default(),
                         };
                         (StepKind::Device(Box::new(step)), Vec::new())
                     }

@@ -14,6 +14,7 @@ use onnx_runtime_ep_api::{
 };
 use onnx_runtime_ep_cpu::{CpuKernel, Tensor};
 use onnx_runtime_ir::{compute_contiguous_strides, DataType};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A contiguous tensor in device memory; the memory goes back to its provider on drop.
@@ -129,6 +130,9 @@ pub(crate) struct DeviceStep {
     pub kernel: Box<dyn Kernel>,
     pub fallback: Box<dyn CpuKernel>,
     pub ep: Arc<dyn ExecutionProvider>,
+    /// Calls that ran on the device, and calls left to the CPU kernel.
+    pub ran: AtomicUsize,
+    pub refused: AtomicUsize,
 }
 
 /// Whether an error from a device kernel means "not on this device" rather than bad input.
@@ -163,7 +167,7 @@ impl DeviceStep {
             .collect();
         let types = match self.kernel.output_types(&views) {
             Ok(t) => t,
-            Err(e) if is_refusal(&e) => return Ok(None),
+            Err(e) if is_refusal(&e) => return Ok(self.refuse()),
             Err(e) => return Err(e.into()),
         };
         let mut outputs = types
@@ -173,10 +177,17 @@ impl DeviceStep {
         let mut out_views: Vec<TensorMut<'_>> = outputs.iter_mut().map(|t| t.view_mut()).collect();
         match self.kernel.execute(&views, &mut out_views) {
             Ok(()) => {}
-            Err(e) if is_refusal(&e) => return Ok(None),
+            Err(e) if is_refusal(&e) => return Ok(self.refuse()),
             Err(e) => return Err(e.into()),
         }
         drop(out_views);
+        self.ran.fetch_add(1, Ordering::Relaxed);
         Ok(Some(outputs))
+    }
+
+    /// Counts a call left to the CPU kernel.
+    pub fn refuse<T>(&self) -> Option<T> {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        None
     }
 }

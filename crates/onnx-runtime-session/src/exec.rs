@@ -155,7 +155,7 @@ fn run_on_device(
                 slots.device[slot] = Some(Arc::new(DeviceTensor::upload(&device.ep, t)?));
             }
             // Absent inputs, sequences, maps and strings: the CPU kernel decides.
-            _ => return Ok(None),
+            _ => return Ok(device.refuse()),
         }
     }
     let inputs: Vec<Option<&DeviceTensor>> = step

@@ -142,6 +142,13 @@ impl Session {
         self.graph.device_steps()
     }
 
+    /// Over every run of this session so far, for the main graph's device nodes: how many
+    /// calls ran on the device, and how many the device kernel refused (a dtype it does not
+    /// take, a non-tensor input) and the CPU ran instead.
+    pub fn device_calls(&self) -> (usize, usize) {
+        self.graph.device_calls()
+    }
+
     /// Runs the model on `inputs` (by name) and returns every graph output, in order.
     pub fn run(&self, inputs: &[(&str, Value)]) -> SessionResult<Vec<(String, Value)>> {
         self.run_with(inputs, None)

@@ -131,8 +131,8 @@ fn dummy_input(ty: &Option<ValueType>) -> Result<Value, String> {
     Ok(Value::Tensor(Tensor::from_vec(shape, v)))
 }
 
-/// Runs one case; `Ok` holds how many nodes ran on the session's device, `Err` says why the
-/// case failed.
+/// Runs one case; `Ok` holds how many node calls ran on the session's device, `Err` says why
+/// the case failed.
 pub fn run_case(case: &Case, options: &SessionOptions) -> Result<usize, String> {
     let model = onnx_runtime_loader::Model::load(&case.model).map_err(|e| format!("load: {e}"))?;
     let session = Session::from_model(model, options.clone()).map_err(|e| e.to_string())?;
@@ -200,5 +200,5 @@ pub fn run_case(case: &Case, options: &SessionOptions) -> Result<usize, String> 
                 .map_err(|e| format!("{at}output {i} '{}': {e}", got[i].0))?;
         }
     }
-    Ok(session.device_nodes())
+    Ok(session.device_calls().0)
 }

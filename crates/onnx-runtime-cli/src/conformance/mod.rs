@@ -25,7 +25,7 @@ pub struct TestArgs {
 }
 
 enum Outcome {
-    /// Passed, with the number of nodes that ran on the device.
+    /// Passed, with the number of node calls that ran on the device.
     Pass(usize),
     Fail(String),
 }
@@ -118,6 +118,9 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
                     Err(e) => Outcome::Fail(e),
                 };
                 let line = match &outcome {
+                    Outcome::Pass(calls) if args.device.is_some() => {
+                        format!("PASS {} ({calls} node calls on the device)", case.name)
+                    }
                     Outcome::Pass(_) => format!("PASS {}", case.name),
                     Outcome::Fail(e) => {
                         format!("FAIL {}: {}", case.name, e.replace('\n', " "))
