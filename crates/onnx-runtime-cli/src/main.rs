@@ -211,7 +211,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             jobs,
         } => {
             // Check once that the device exists; the runner makes one provider per worker.
-            let device: Option<fn() -> Result<Arc<dyn ExecutionProvider>, String>> = match cli.ep {
+            let device: Option<conformance::MakeDevice> = match cli.ep {
                 Ep::Cpu => None,
                 Ep::Cuda => {
                     cuda_provider()?;

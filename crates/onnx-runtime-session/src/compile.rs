@@ -302,8 +302,10 @@ impl Compiler<'_> {
                     }
                     continue;
                 }
-                match self.place_on_device(graph, node, opset, &const_inputs)? {
-                    Some((device_kernel, ep)) => {
+                let placed = self.place_on_device(graph, node, opset, &const_inputs);
+                match (placed, &self.device) {
+                    (Some(device_kernel), Some(ep)) => {
+                        let ep = ep.clone();
                         for (id, c) in node.inputs.iter().zip(&const_inputs) {
                             if let (Some(id), Some(Value::Tensor(t))) = (id, c) {
                                 if placeable(t)
@@ -324,7 +326,7 @@ impl Compiler<'_> {
                         };
                         (StepKind::Device(Box::new(step)), Vec::new())
                     }
-                    None => (StepKind::Cpu(kernel), Vec::new()),
+                    _ => (StepKind::Cpu(kernel), Vec::new()),
                 }
             };
             steps.push(Step {
@@ -415,29 +417,20 @@ impl Compiler<'_> {
         node: &Node,
         opset: u64,
         const_inputs: &[Option<&Value>],
-    ) -> SessionResult<
-        Option<(
-            Box<dyn onnx_runtime_ep_api::Kernel>,
-            Arc<dyn ExecutionProvider>,
-        )>,
-    > {
-        let Some(ep) = &self.device else {
-            return Ok(None);
-        };
+    ) -> Option<Box<dyn onnx_runtime_ep_api::Kernel>> {
+        let ep = self.device.as_ref()?;
         let nameless = node
             .inputs
             .iter()
             .flatten()
             .any(|id| graph.value(*id).name.is_empty());
         if nameless || !ep.supports(node, opset) {
-            return Ok(None);
+            return None;
         }
-        let Ok(mut kernel) = ep.get_kernel(node, &[], opset) else {
-            return Ok(None);
-        };
+        let mut kernel = ep.get_kernel(node, &[], opset).ok()?;
         let constant: Vec<bool> = const_inputs.iter().map(Option::is_some).collect();
         kernel.set_constant_inputs(&constant);
-        Ok(Some((kernel, ep.clone())))
+        Some(kernel)
     }
 }
 

@@ -13,6 +13,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+/// Makes an accelerator provider, or says why there is none.
+pub type MakeDevice = fn() -> Result<Arc<dyn ExecutionProvider>, String>;
+
 pub struct TestArgs {
     pub dirs: Vec<PathBuf>,
     pub pass_list: Option<PathBuf>,
@@ -21,7 +24,7 @@ pub struct TestArgs {
     pub jobs: Option<usize>,
     /// Makes the accelerator provider for `--ep cuda`. Each worker thread makes its own, so
     /// a device-side error reported at a synchronization belongs to that worker's case.
-    pub device: Option<fn() -> Result<Arc<dyn ExecutionProvider>, String>>,
+    pub device: Option<MakeDevice>,
 }
 
 enum Outcome {
@@ -36,10 +39,7 @@ thread_local! {
 }
 
 /// The options of one case: `base` with this worker's device when there is one.
-fn case_options(
-    base: &SessionOptions,
-    make: Option<fn() -> Result<Arc<dyn ExecutionProvider>, String>>,
-) -> Result<SessionOptions, String> {
+fn case_options(base: &SessionOptions, make: Option<MakeDevice>) -> Result<SessionOptions, String> {
     let Some(make) = make else {
         return Ok(base.clone());
     };
