@@ -27,10 +27,14 @@ pub struct Sdpa<'a, T> {
     pub bias: Option<(&'a [T], [usize; 4])>,
     pub scale: T,
     pub softcap: T,
-    /// Causal masking per batch: key j is hidden from query i when j > i + offset[b].
-    pub causal_offsets: Option<Vec<usize>>,
-    /// Sliding window (with causal): key j is also hidden when j + window <= i + offset[b].
-    pub window: Option<usize>,
+    /// Per batch, the absolute position of the block's first query (the keys that precede
+    /// it; negative when the block is longer than the valid keys). `None`: 0.
+    pub offsets: Option<Vec<i64>>,
+    /// Causal masking: key j is hidden from the query at absolute position p when j > p.
+    pub causal: bool,
+    /// Sliding window: key j is hidden when j < p - left or j > p + right.
+    pub left: Option<usize>,
+    pub right: Option<usize>,
     /// Per-head extra softmax logit (smooth softmax / attention sinks).
     pub sink: Option<Vec<T>>,
     /// Per batch: keys at or beyond this count are hidden.
@@ -49,6 +53,25 @@ pub enum ScoresOut {
 }
 
 impl<T: Real> Sdpa<'_, T> {
+    /// The keys query `i` of batch `bi` may see under the causal and window masks, as an
+    /// inclusive range that may be empty or reach outside `0..t`; `None` when neither mask
+    /// applies.
+    fn visible_keys(&self, bi: usize, i: usize) -> Option<(i64, i64)> {
+        if !self.causal && self.left.is_none() && self.right.is_none() {
+            return None;
+        }
+        let pos = i as i64 + self.offsets.as_ref().map_or(0, |o| o[bi]);
+        let mut hi = i64::MAX;
+        if self.causal {
+            hi = pos;
+        }
+        if let Some(r) = self.right {
+            hi = hi.min(pos.saturating_add(r as i64));
+        }
+        let lo = self.left.map_or(i64::MIN, |l| pos.saturating_sub(l as i64));
+        Some((lo, hi))
+    }
+
     /// Returns (output [b, hq, sq, dv], requested scores [b, hq, sq, t]).
     pub fn run(&self, want: ScoresOut) -> (Vec<T>, Vec<T>) {
         let (sq, t, d, dv) = (self.sq, self.t, self.d, self.dv);
@@ -92,13 +115,9 @@ impl<T: Real> Sdpa<'_, T> {
                             *x += bias[base + j * st[3]];
                         }
                     }
-                    if let Some(offs) = &self.causal_offsets {
-                        let pos = i + offs[bi];
-                        for x in row.iter_mut().skip(pos + 1) {
-                            *x = self.masked;
-                        }
-                        if let Some(w) = self.window {
-                            for x in row.iter_mut().take((pos + 1).saturating_sub(w)) {
+                    if let Some((lo, hi)) = self.visible_keys(bi, i) {
+                        for (j, x) in row.iter_mut().enumerate() {
+                            if (j as i64) < lo || (j as i64) > hi {
                                 *x = self.masked;
                             }
                         }
@@ -196,6 +215,9 @@ struct AttentionKernel {
     softcap: f32,
     qk_mode: i64,
     n_outputs: usize,
+    /// Sliding-window bounds (opset 25); `None` leaves that side unbounded.
+    left: Option<usize>,
+    right: Option<usize>,
 }
 
 impl AttentionKernel {
@@ -282,6 +304,21 @@ impl AttentionKernel {
             _ => return Err(invalid(node, "past_key and past_value go together")),
         };
         let t = p + s_kv;
+        let nonpad_vals: Option<Vec<i64>> = nonpad
+            .map(|n| common::ints_of(node, n, "nonpad_kv_seqlen"))
+            .transpose()?;
+        if nonpad_vals.is_some() && p > 0 {
+            return Err(invalid(
+                node,
+                "nonpad_kv_seqlen describes an external cache; it cannot be combined with past_key/past_value",
+            ));
+        }
+        if nonpad_vals.as_ref().is_some_and(|v| v.len() != b) {
+            return Err(invalid(
+                node,
+                "nonpad_kv_seqlen must have one value per batch",
+            ));
+        }
         // The mask, padded on its last axis to t and broadcast to [b, hq, sq, t].
         let neg = T::neg_infinity();
         let bias: Option<(Vec<T>, Vec<usize>)> = match mask {
@@ -328,21 +365,15 @@ impl AttentionKernel {
             }
             None => None,
         };
-        let kv_valid: Option<Vec<usize>> = nonpad
-            .map(|n| {
-                common::ints_of(node, n, "nonpad_kv_seqlen").map(|v| {
-                    v.into_iter()
-                        .map(|x| x.clamp(0, t as i64) as usize)
-                        .collect()
-                })
-            })
-            .transpose()?;
-        if kv_valid.as_ref().is_some_and(|v| v.len() != b) {
-            return Err(invalid(
-                node,
-                "nonpad_kv_seqlen must have one value per batch",
-            ));
-        }
+        // Keys preceding the query block: the past cache, or per batch the valid keys of an
+        // external cache less the block (negative when the block is longer).
+        let offsets: Vec<i64> = match (&nonpad_vals, p) {
+            (Some(n), 0) => n.iter().map(|&x| x - sq as i64).collect(),
+            _ => vec![p as i64; b],
+        };
+        let kv_valid: Option<Vec<usize>> = nonpad_vals
+            .as_ref()
+            .map(|v| v.iter().map(|&x| x.clamp(0, t as i64) as usize).collect());
         let scale = self.scale.map_or(1.0 / (d as f64).sqrt(), |s| s as f64);
         let sd = Sdpa {
             b,
@@ -358,8 +389,10 @@ impl AttentionKernel {
             bias: bias_ref,
             scale: T::from_f64c(scale),
             softcap: T::from_f64c(self.softcap as f64),
-            causal_offsets: self.causal.then(|| vec![p; b]),
-            window: None,
+            offsets: Some(offsets),
+            causal: self.causal,
+            left: self.left,
+            right: self.right,
             sink: None,
             kv_valid: kv_valid.as_deref(),
             masked: neg,
@@ -413,7 +446,20 @@ fn build_attention(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError
             v => Ok(v.map(|v| v as usize)),
         }
     };
+    let window = |name: &str| -> Result<Option<usize>, EpError> {
+        match attrs::int(n, name, -1)? {
+            -1 => Ok(None),
+            v if v < 0 => Err(common::bad_attr(
+                n,
+                name,
+                format!("{v} is neither -1 (unbounded) nor a nonnegative window"),
+            )),
+            v => Ok(Some(v as usize)),
+        }
+    };
     Ok(Box::new(AttentionKernel {
+        left: window("left_window_size")?,
+        right: window("right_window_size")?,
         node: n.describe(),
         scale: attrs::opt_float(n, "scale")?,
         causal: attrs::int(n, "is_causal", 0)? != 0,
@@ -570,7 +616,7 @@ fn build_rotary(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
 }
 
 pub fn register(r: &mut CpuRegistry) {
-    for since in [23, 24] {
+    for since in [23, 24, 25] {
         r.register("", "Attention", since, build_attention);
     }
     r.register("", "RotaryEmbedding", 23, build_rotary);
@@ -616,5 +662,119 @@ mod tests {
         let mut want = vec![0.0; d];
         want.extend((0..d).map(|c| (e[0] * v[c] + e[1] * v[d + c]) / z));
         assert_close(out[0].data::<f32>(), &want, 1e-5);
+    }
+
+    /// Float64 attention of one head with the opset-25 visibility rule written out as the
+    /// spec states it: query i of batch bi sits at p = offset + i, offset = nonpad - sq; it
+    /// sees key j iff j < nonpad, (causal) j <= p, p - left <= j and j <= p + right.
+    fn windowed_reference(
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+        (sq, t, d): (usize, usize, usize),
+        nonpad: i64,
+        causal: bool,
+        (left, right): (i64, i64),
+    ) -> Vec<f64> {
+        let scale = 1.0 / (d as f64).sqrt();
+        let mut out = vec![0.0; sq * d];
+        for i in 0..sq {
+            let p = nonpad - sq as i64 + i as i64;
+            let seen: Vec<usize> = (0..t)
+                .filter(|&j| {
+                    let j = j as i64;
+                    j < nonpad
+                        && (!causal || j <= p)
+                        && (left < 0 || p - left <= j)
+                        && (right < 0 || j <= p + right)
+                })
+                .collect();
+            if seen.is_empty() {
+                continue; // a fully masked row is zero
+            }
+            let s: Vec<f64> = seen
+                .iter()
+                .map(|&j| (0..d).map(|c| q[i * d + c] * k[j * d + c]).sum::<f64>() * scale)
+                .collect();
+            let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            for c in 0..d {
+                out[i * d + c] = seen
+                    .iter()
+                    .zip(&e)
+                    .map(|(&j, w)| w * v[j * d + c])
+                    .sum::<f64>()
+                    / z;
+            }
+        }
+        out
+    }
+
+    /// Opset 25: an external cache (`nonpad_kv_seqlen`, no past) puts the causal frontier at
+    /// nonpad - sq per batch (bottom-right), negative offsets leave leading rows empty (zero
+    /// output), and left/right windows bound the visible keys around each query's position.
+    #[test]
+    fn offset_aware_causal_and_windows_match_float64() {
+        use onnx_runtime_ir::Attribute;
+        let (b, sq, t, d) = (2usize, 3usize, 6usize, 2usize);
+        let q = rand(b * sq * d, 11, -1.0, 1.0);
+        let k = rand(b * t * d, 12, -1.0, 1.0);
+        let v = rand(b * t * d, 13, -1.0, 1.0);
+        let nonpad = [5i64, 2];
+        for (causal, left, right) in [(1, -1, -1), (1, 1, -1), (0, 1, 1), (0, -1, 0), (0, 2, 1)] {
+            let n = node(
+                "Attention",
+                7,
+                1,
+                vec![
+                    ("is_causal", Attribute::Int(causal)),
+                    ("left_window_size", Attribute::Int(left)),
+                    ("right_window_size", Attribute::Int(right)),
+                ],
+            );
+            let t4 = |s: usize, x: &[f64]| Some(Tensor::from_vec(vec![b, 1, s, d], f32s(x)));
+            let out = run(
+                build_attention,
+                &n,
+                25,
+                &[
+                    t4(sq, &q),
+                    t4(t, &k),
+                    t4(t, &v),
+                    None,
+                    None,
+                    None,
+                    Some(Tensor::from_vec(vec![b], nonpad.to_vec())),
+                ],
+            )
+            .unwrap();
+            let mut want = Vec::new();
+            for bi in 0..b {
+                want.extend(windowed_reference(
+                    &q[bi * sq * d..(bi + 1) * sq * d],
+                    &k[bi * t * d..(bi + 1) * t * d],
+                    &v[bi * t * d..(bi + 1) * t * d],
+                    (sq, t, d),
+                    nonpad[bi],
+                    causal != 0,
+                    (left, right),
+                ));
+            }
+            assert_close(out[0].data::<f32>(), &want, 1e-5);
+        }
+    }
+
+    #[test]
+    fn window_sizes_below_minus_one_are_refused() {
+        use onnx_runtime_ir::Attribute;
+        let n = node(
+            "Attention",
+            3,
+            1,
+            vec![("left_window_size", Attribute::Int(-2))],
+        );
+        let err = build_attention(&BuildContext::new(&n, 25)).err().unwrap();
+        assert!(err.to_string().contains("left_window_size"), "{err}");
     }
 }

@@ -118,9 +118,11 @@ fn attend(
         bias: bias.map(|x| (x, [n * s * t, s * t, t, 1])),
         scale,
         softcap: 0.0,
-        causal_offsets: None,
+        offsets: None,
+        causal: false,
+        left: None,
+        right: None,
         kv_valid: None,
-        window: None,
         sink: None,
         masked: f32::NEG_INFINITY,
     };
@@ -647,9 +649,12 @@ impl CpuKernel for Gqa {
             bias: bias.as_deref().map(|x| (x, [n * s * tp, s * tp, tp, 1])),
             scale: self.scale.unwrap_or(1.0 / (d as f32).sqrt()),
             softcap: self.softcap,
-            causal_offsets: self.causal.then(|| pasts.clone()),
+            offsets: Some(pasts.iter().map(|&p| p as i64).collect()),
+            causal: self.causal,
+            // local_window_size w: the current key and the w - 1 before it (causal only).
+            left: self.window.filter(|_| self.causal).map(|w| w - 1),
+            right: None,
             kv_valid: Some(&totals),
-            window: self.window,
             sink,
             masked: f32::NEG_INFINITY,
         };
