@@ -105,6 +105,25 @@ def bias_gelu_matmul(m, k, n):
     return m_, [1, m, k]
 
 
+def mlp_chain(m, d, hidden, layers):
+    """`layers` BERT feed-forward blocks, x [1, m, d] -> MatMul [d, hidden] -> Relu -> MatMul
+    [hidden, d], each with its own weights, so the weights (8 * d * hidden bytes per layer)
+    stream from L3 or memory as in a whole model rather than staying in L2."""
+    rng = np.random.default_rng(0)
+    nodes, inits, cur = [], [], "x"
+    for i in range(layers):
+        for j, (k, n) in enumerate([(d, hidden), (hidden, d)]):
+            w = f"W{i}_{j}"
+            inits.append(numpy_helper.from_array(
+                (rng.standard_normal((k, n)) * 0.05).astype(np.float32), w))
+            out = "y" if (i == layers - 1 and j == 1) else f"t{i}_{j}"
+            nodes.append(helper.make_node("MatMul", [cur, w], [out if j == 1 else out + "m"]))
+            if j == 0:
+                nodes.append(helper.make_node("Relu", [out + "m"], [out]))
+            cur = out
+    return _model("mlp_chain", nodes, [1, m, d], [1, m, d], inits), [1, m, d]
+
+
 def softmax(heads, seq):
     """Softmax over the last axis of attention scores [1, heads, seq, seq]."""
     node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
@@ -135,6 +154,7 @@ CASES = {
     "maxpool3x3s1_192_28": lambda: maxpool(192, 28, 3, 1, 1, False),
     "matmul_bias_gelu_16_384_1536": lambda: bias_gelu_matmul(16, 384, 1536),
     "softmax_12_16": lambda: softmax(12, 16),
+    "mlp_16_384_1536_x4": lambda: mlp_chain(16, 384, 1536, 4),
 }
 
 

@@ -12,18 +12,21 @@ use std::time::Instant;
 
 /// Runs `graph` with `inputs` (one per graph input, `None` to use its initializer or leave
 /// an optional input absent) and `captures` (one per `graph.captures` entry). Returns one
-/// value per graph output. With `profile`, each step's time is recorded in it.
+/// value per graph output. With `profile`, each step's time is recorded in it. `spin` keeps
+/// the pool's workers polling for work during a run started outside the pool.
 pub(crate) fn run_graph<'a>(
     graph: &'a CompiledGraph,
     inputs: Vec<Option<Cow<'a, Value>>>,
     captures: &[&'a Value],
     profile: Option<&mut Profile>,
+    spin: bool,
 ) -> SessionResult<Vec<Value>> {
     // Kernels that split work over rayon would each hand it from this thread to the pool and
     // sleep until a worker woke up and finished it. Running the whole graph on a pool worker
-    // instead makes that one hand-off per run: inside the pool, work nobody steals runs inline.
+    // instead makes that one hand-off per run: inside the pool, work nobody steals runs inline,
+    // and the other workers stay awake to steal (see `workers`).
     if rayon::current_thread_index().is_none() {
-        return rayon::scope(|_| run_steps(graph, inputs, captures, profile));
+        return crate::workers::run_on_pool(spin, || run_steps(graph, inputs, captures, profile));
     }
     run_steps(graph, inputs, captures, profile)
 }

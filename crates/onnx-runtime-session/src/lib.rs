@@ -22,6 +22,7 @@ mod profile;
 mod session;
 #[cfg(test)]
 mod tests;
+mod workers;
 
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};

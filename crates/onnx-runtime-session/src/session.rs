@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// How a session is built.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct SessionOptions {
     /// An accelerator (e.g. `onnx_runtime_ep_cuda::CudaExecutionProvider`) that runs every
     /// node it has a kernel for; the CPU runs the rest, and values are copied between them
@@ -25,6 +25,22 @@ pub struct SessionOptions {
     /// Graph rewrites before kernels are built ([`OptimizationLevel::All`] by default);
     /// [`OptimizationLevel::None`] runs the graph exactly as written.
     pub optimization: OptimizationLevel,
+    /// Whether the thread pool's idle workers poll for work while a run is in progress
+    /// (default) rather than sleep. Waking a sleeping worker can take longer than the short
+    /// parallel pieces a run is made of; polling costs CPU time on the other cores during
+    /// runs. Turn it off when many sessions share a busy machine.
+    pub spin: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            device: None,
+            registry: None,
+            optimization: OptimizationLevel::default(),
+            spin: true,
+        }
+    }
 }
 
 /// A graph input or output: its name and the type the model declares for it.
@@ -42,6 +58,8 @@ pub struct Session {
     outputs: Vec<IoInfo>,
     /// Whether each input has an initializer (and so may be left out).
     has_default: Vec<bool>,
+    /// [`SessionOptions::spin`].
+    spin: bool,
 }
 
 impl Session {
@@ -113,6 +131,7 @@ impl Session {
                 .iter()
                 .map(Option::is_some)
                 .collect(),
+            spin: options.spin,
             graph: compiled,
         })
     }
@@ -197,7 +216,7 @@ impl Session {
                 });
             }
         }
-        let values = run_graph(&self.graph, feeds, &[], profile)?;
+        let values = run_graph(&self.graph, feeds, &[], profile, self.spin)?;
         Ok(self
             .outputs
             .iter()

@@ -122,7 +122,7 @@ impl Body {
     pub fn run(&self, inputs: Vec<Value>, implicit: &[&Value]) -> SessionResult<Vec<Value>> {
         let captures: Vec<&Value> = self.capture_index.iter().map(|&i| implicit[i]).collect();
         let inputs = inputs.into_iter().map(|v| Some(Cow::Owned(v))).collect();
-        run_graph(&self.graph, inputs, &captures, None)
+        run_graph(&self.graph, inputs, &captures, None, false)
     }
 }
 
