@@ -59,7 +59,7 @@ fn poll_until(done: &AtomicBool, owner: Option<usize>) {
             Some(rayon::Yield::Executed) => idle = 0,
             _ => {
                 idle = idle.wrapping_add(1);
-                if idle % 64 == 0 {
+                if idle.is_multiple_of(64) {
                     // Let another runnable thread of this CPU in now and then.
                     std::thread::yield_now();
                 } else {
