@@ -3,21 +3,23 @@
 //! probability `ratio` and the rest scaled by 1 / (1 - ratio), from a seeded generator.
 
 use super::common::{self, invalid};
+use super::mt19937::Mt19937;
 use crate::kernel::{optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::DataType;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 struct DropoutKernel {
     node: String,
     opset: u64,
     ratio_attr: f64,
     training_attr: bool,
-    seed: Option<i64>,
     n_outputs: usize,
-    /// Advances per run so that unseeded runs differ.
-    counter: AtomicU64,
+    /// The mask stream: MT19937 from the `seed` attribute (numpy's `RandomState(seed)`, as the
+    /// ONNX reference draws it), or from a fresh seed per kernel. It advances across runs.
+    rng: Mutex<Mt19937>,
 }
 
 impl CpuKernel for DropoutKernel {
@@ -53,17 +55,11 @@ impl CpuKernel for DropoutKernel {
         let (y, mask) = if !training || ratio == 0.0 {
             (x.clone(), vec![true; n])
         } else {
-            let run = self.counter.fetch_add(1, Ordering::Relaxed);
-            let mut s =
-                (self.seed.unwrap_or(0x9E37_79B9) as u64) ^ run.wrapping_mul(0xD1B5_4A32_D192_ED03);
-            let mask: Vec<bool> = (0..n)
-                .map(|_| {
-                    s = s
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((s >> 11) as f64 / (1u64 << 53) as f64) >= ratio
-                })
-                .collect();
+            // Kept where the uniform draw reaches the ratio, as `uniform(0, 1) >= ratio`.
+            let mask: Vec<bool> = {
+                let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+                (0..n).map(|_| rng.next_f64() >= ratio).collect()
+            };
             let scale = if ratio < 1.0 {
                 1.0 / (1.0 - ratio)
             } else {
@@ -99,6 +95,21 @@ impl CpuKernel for DropoutKernel {
     }
 }
 
+/// The `seed` attribute as numpy takes it (its low 32 bits), or a fresh seed per kernel.
+fn seed_of(n: &onnx_runtime_ir::Node) -> Result<u32, EpError> {
+    static FRESH: AtomicU64 = AtomicU64::new(0x5EED_D809);
+    Ok(match attrs::opt_int(n, "seed")? {
+        Some(s) => s as u32,
+        None => {
+            let clock = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let k = FRESH.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+            ((clock ^ k) ^ ((clock ^ k) >> 32)) as u32
+        }
+    })
+}
+
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let n = ctx.node;
     Ok(Box::new(DropoutKernel {
@@ -106,9 +117,8 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         opset: ctx.opset,
         ratio_attr: attrs::float(n, "ratio", 0.5)? as f64,
         training_attr: ctx.opset < 7 && attrs::int(n, "is_test", 0)? == 0 && n.outputs.len() > 1,
-        seed: attrs::opt_int(n, "seed")?,
         n_outputs: n.outputs.len(),
-        counter: AtomicU64::new(0),
+        rng: Mutex::new(Mt19937::new(seed_of(n)?)),
     }))
 }
 
@@ -149,5 +159,39 @@ mod tests {
             let want = if m[i] == 1 { x[i] / 0.75 } else { 0.0 };
             assert!((y[i] as f64 - want).abs() < 1e-5);
         }
+    }
+
+    /// With `seed = 7` and ratio 0.4 the first run keeps what numpy's
+    /// `np.random.seed(7); np.random.uniform(0, 1, 8) >= 0.4` keeps (printed by numpy 2), the
+    /// ONNX reference's rule; a second run continues the stream.
+    #[test]
+    fn seeded_training_mask_follows_numpy() {
+        use onnx_runtime_ir::Attribute;
+        let keep = [false, true, true, true, true, true, true, false];
+        let x: Vec<f32> = (1..=8).map(|v| v as f32).collect();
+        let node = node("Dropout", 3, 2, vec![("seed", Attribute::Int(7))]);
+        let k = build(&BuildContext::new(&node, 13)).unwrap();
+        let inputs = [
+            Value::Tensor(Tensor::from_vec(vec![8], x.clone())),
+            Value::Tensor(Tensor::scalar(0.4f32)),
+            Value::Tensor(Tensor::from_bools(vec![], &[true])),
+        ];
+        let refs: Vec<Option<&Value>> = inputs.iter().map(Some).collect();
+        let out = k.run(&refs).unwrap();
+        let (y, m) = (
+            out[0].as_tensor().unwrap().data::<f32>().to_vec(),
+            out[1].as_tensor().unwrap().data::<u8>().to_vec(),
+        );
+        for i in 0..8 {
+            assert_eq!(m[i] == 1, keep[i], "mask element {i}");
+            let want = if keep[i] { x[i] as f64 / 0.6 } else { 0.0 };
+            assert!((y[i] as f64 - want).abs() < 1e-5, "element {i}");
+        }
+        let again = k.run(&refs).unwrap();
+        assert_ne!(
+            again[1].as_tensor().unwrap().data::<u8>(),
+            &m[..],
+            "a second run draws anew"
+        );
     }
 }

@@ -27,6 +27,7 @@ mod lp_unpool;
 pub mod matmul;
 mod matmul_bias;
 mod matmul_integer;
+mod mt19937;
 mod norm;
 mod pool;
 mod pool2d;
