@@ -184,13 +184,22 @@ pub(crate) fn activation_after(rw: &Rewriter<'_>, x: ValueId) -> Option<Activati
     }
     let id = rw.sole_consumer(x)?;
     let node = rw.node(id);
-    if !node.normalized_domain().is_empty()
-        || node.outputs.len() != 1
-        || node.inputs.first() != Some(&Some(x))
-    {
+    if node.outputs.len() != 1 || node.inputs.first() != Some(&Some(x)) {
         return None;
     }
     let fattr = |k: &str, d: f32| node.attribute(k).and_then(|a| a.as_float()).unwrap_or(d);
+    if node.domain == MS && node.op_type == "QuickGelu" {
+        // SiLU arrives here as QuickGelu with alpha 1 (fuse_silu runs in an earlier group).
+        return Some(Activation {
+            name: "QuickGelu",
+            params: vec![fattr("alpha", 1.702)],
+            nodes: vec![id],
+            out: node.outputs[0],
+        });
+    }
+    if !node.normalized_domain().is_empty() {
+        return None;
+    }
     let (name, params) = match node.op_type.as_str() {
         "Relu" => ("Relu", vec![]),
         "Sigmoid" => ("Sigmoid", vec![]),

@@ -27,6 +27,10 @@ pub enum Activation {
     },
     /// `x * max(0, min(1, x / 6 + 1/2))` (ONNX HardSwish).
     HardSwish,
+    /// `x * sigmoid(alpha * x)` (com.microsoft QuickGelu; SiLU/Swish with alpha 1).
+    QuickGelu {
+        alpha: f64,
+    },
     /// `x/2 * (1 + erf(x / sqrt 2))`; only the optimizer's fused MatMul takes it.
     Gelu,
     /// `x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`; only the fused MatMul takes it.
@@ -41,7 +45,7 @@ impl Activation {
                 node,
                 "activation",
                 "Gelu and FastGelu are not FusedConv activations; use Relu, Tanh, Sigmoid, \
-                 LeakyRelu, Clip, HardSigmoid or HardSwish",
+                 LeakyRelu, Clip, HardSigmoid, HardSwish or QuickGelu",
             )),
             a => Ok(a),
         }
@@ -96,13 +100,17 @@ impl Activation {
                     beta: params[1],
                 }
             }
+            "QuickGelu" => {
+                want(1)?;
+                Activation::QuickGelu { alpha: params[0] }
+            }
             other => {
                 return Err(EpError::invalid_attribute(
                     node,
                     "activation",
                     format!(
                         "'{other}' is not one of Relu, Tanh, Sigmoid, LeakyRelu, Clip, \
-                         HardSigmoid, HardSwish, Gelu or FastGelu"
+                         HardSigmoid, HardSwish, QuickGelu, Gelu or FastGelu"
                     ),
                 ))
             }
@@ -164,6 +172,10 @@ impl Activation {
             Activation::HardSwish => {
                 let (a, b): (T, T) = (c(1.0 / 6.0), c(0.5));
                 row.iter_mut().for_each(|v| *v = *v * clamp01(*v * a + b))
+            }
+            Activation::QuickGelu { alpha } => {
+                let a: T = c(alpha);
+                row.iter_mut().for_each(|v| *v = *v * sigm(a * *v))
             }
             Activation::Gelu => {
                 let (h, s): (T, T) = (c(0.5), c(std::f64::consts::FRAC_1_SQRT_2));

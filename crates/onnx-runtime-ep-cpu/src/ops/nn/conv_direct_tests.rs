@@ -149,6 +149,9 @@ fn activations() -> Vec<(Activation, Reference)> {
         (Activation::HardSwish, |v| {
             v * (v / 6.0 + 0.5).clamp(0.0, 1.0)
         }),
+        (Activation::QuickGelu { alpha: 1.0 }, |v| {
+            v / (1.0 + (-v).exp())
+        }),
     ]
 }
 

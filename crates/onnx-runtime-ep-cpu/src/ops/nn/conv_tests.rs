@@ -331,13 +331,14 @@ fn activate(name: &str, p: &[f64], v: f64) -> f64 {
         "Clip" => v.max(p[0]).min(p[1]),
         "HardSigmoid" => (p[0] * v + p[1]).clamp(0.0, 1.0),
         "HardSwish" => v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
+        "QuickGelu" => v / (1.0 + (-p[0] * v).exp()),
         other => panic!("no activation {other}"),
     }
 }
 
 #[test]
 fn fused_conv_activations_and_z() {
-    let acts: [(&str, Vec<f64>); 7] = [
+    let acts: [(&str, Vec<f64>); 8] = [
         ("Relu", vec![]),
         ("Tanh", vec![]),
         ("Sigmoid", vec![]),
@@ -345,6 +346,7 @@ fn fused_conv_activations_and_z() {
         ("Clip", vec![-0.5, 0.75]),
         ("HardSigmoid", vec![0.2, 0.5]),
         ("HardSwish", vec![]),
+        ("QuickGelu", vec![1.702]),
     ];
     // GEMM path, depthwise path, and a parallel-sized GEMM.
     let mut big = Case::d2(1, 8, 32, 3, 1, 1, 1);

@@ -84,6 +84,21 @@ fn conv_then_each_activation_becomes_fused_conv() {
         ("HardSwish", 14, |b| {
             b.node("HardSwish", &["c"], &["y"]);
         }),
+        ("QuickGelu", 13, |b| {
+            let id = b.node_attrs(
+                "QuickGelu",
+                &["c"],
+                &["y"],
+                vec![("alpha", Attribute::Float(1.5))],
+            );
+            b.g.node_mut(id).domain = "com.microsoft".into();
+            b.g.opset_imports.insert("com.microsoft".into(), 1);
+        }),
+        // SiLU written out (YOLO's Conv -> Sigmoid -> Mul): QuickGelu first, then fused.
+        ("SiLU", 13, |b| {
+            b.node("Sigmoid", &["c"], &["s"]);
+            b.node("Mul", &["c", "s"], &["y"]);
+        }),
     ];
     for (name, opset, act) in cases {
         let mut b = G::new(opset);

@@ -37,6 +37,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         "Clip" => Box::new(move |x: f64| x.max(p[0]).min(p[1])),
         "HardSigmoid" => Box::new(move |x: f64| (p[0] * x + p[1]).clamp(0.0, 1.0)),
         "HardSwish" => Box::new(|x: f64| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)),
+        "QuickGelu" => Box::new(move |x: f64| x / (1.0 + (-p[0] * x).exp())),
         "Identity" | "" => Box::new(|x: f64| x),
         other => panic!("unknown activation {other}"),
     };
