@@ -38,6 +38,10 @@ struct Cli {
     /// GPU 0, the rest on the CPU; inputs and outputs stay on the host).
     #[arg(long, global = true, value_enum, default_value = "cpu")]
     ep: Ep,
+    /// Let idle worker threads sleep during a run instead of polling for work (less CPU
+    /// time on the other cores, more latency; see SessionOptions::spin).
+    #[arg(long, global = true)]
+    no_spin: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -111,15 +115,14 @@ enum Command {
     },
 }
 
-/// The session options for `--optimize` and `--ep`.
-fn session_options(optimization: OptimizationLevel, ep: Ep) -> Result<SessionOptions, String> {
+/// `base` (from `--optimize` and `--no-spin`) with the device `--ep` asks for.
+fn session_options(base: &SessionOptions, ep: Ep) -> Result<SessionOptions, String> {
     Ok(SessionOptions {
-        optimization,
         device: match ep {
             Ep::Cpu => None,
             Ep::Cuda => Some(cuda_provider()?),
         },
-        ..Default::default()
+        ..base.clone()
     })
 }
 
@@ -182,6 +185,12 @@ fn main() -> ExitCode {
 
 /// Runs the subcommand; the exit code, or the error to print.
 fn dispatch(cli: Cli) -> Result<i32, String> {
+    // Optimization and spinning from the command line; `session_options` adds the device.
+    let base = SessionOptions {
+        optimization: cli.optimize,
+        spin: !cli.no_spin,
+        ..Default::default()
+    };
     match cli.command {
         Command::Run {
             model,
@@ -199,7 +208,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             output_dir,
             format,
             seed,
-            options: session_options(cli.optimize, cli.ep)?,
+            options: session_options(&base, cli.ep)?,
         })
         .map(|_| 0),
         Command::Info { model } => info::info(&model, cli.optimize).map(|_| 0),
@@ -227,7 +236,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
                     jobs,
                     device,
                 },
-                session_options(cli.optimize, Ep::Cpu)?,
+                session_options(&base, Ep::Cpu)?,
             )
         }
         Command::Bench {
@@ -245,7 +254,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
                 inputs: &inputs,
                 dims: &dims,
                 threads: cli.threads,
-                options: session_options(cli.optimize, cli.ep)?,
+                options: session_options(&base, cli.ep)?,
                 profile,
             },
         )
