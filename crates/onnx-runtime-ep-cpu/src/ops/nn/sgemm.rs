@@ -451,6 +451,10 @@ mod tests {
             (100, 600, 50),
             (40, 1536, 70),
             (7, 0, 9),
+            // Last A panels of 1 to 4 rows run the half-height kernel, paired and single.
+            (20, 1024, 70),
+            (4, 64, 48),
+            (3, 33, 16),
         ] {
             let a: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
             let b: Vec<f32> = (0..k * n).map(|_| lcg(&mut seed)).collect();

@@ -86,12 +86,36 @@ pub unsafe fn gemm_panels_wide(
                 unsafe {
                     let (a, acc) = (ap.as_ptr(), p0 > 0);
                     let (b0, b1) = (b0.as_ptr(), b1.as_ptr());
-                    if mr == MR_TALL {
-                        avx512::kernel::<MR_TALL, 1>(kc, a, [b0], ct, ldc, rows, cols, acc);
-                    } else if pair {
-                        avx512::kernel::<MR_WIDE, 2>(kc, a, [b0, b1], ct, ldc, rows, cols, acc);
-                    } else {
-                        avx512::kernel::<MR_WIDE, 1>(kc, a, [b0], ct, ldc, rows, cols, acc);
+                    // A last panel with few rows computes only those (plus padding up to 4
+                    // or 8): M = 20 is 8 + 8 + 4 rows of work, not 24.
+                    const T: usize = MR_TALL;
+                    const W: usize = MR_WIDE;
+                    match (mr == T, pair, rows <= W / 2) {
+                        (true, _, _) if rows <= W => {
+                            avx512::kernel::<W, T, 1>(kc, a, [b0], ct, ldc, rows, cols, acc)
+                        }
+                        (true, _, _) => {
+                            avx512::kernel::<T, T, 1>(kc, a, [b0], ct, ldc, rows, cols, acc)
+                        }
+                        (false, true, true) => avx512::kernel::<{ W / 2 }, W, 2>(
+                            kc,
+                            a,
+                            [b0, b1],
+                            ct,
+                            ldc,
+                            rows,
+                            cols,
+                            acc,
+                        ),
+                        (false, true, false) => {
+                            avx512::kernel::<W, W, 2>(kc, a, [b0, b1], ct, ldc, rows, cols, acc)
+                        }
+                        (false, false, true) => {
+                            avx512::kernel::<{ W / 2 }, W, 1>(kc, a, [b0], ct, ldc, rows, cols, acc)
+                        }
+                        (false, false, false) => {
+                            avx512::kernel::<W, W, 1>(kc, a, [b0], ct, ldc, rows, cols, acc)
+                        }
                     }
                 }
                 #[cfg(not(target_arch = "x86_64"))]
@@ -114,15 +138,15 @@ mod avx512 {
     const PREFETCH_STEPS: usize = 32;
 
     /// `C[0..rows, 0..cols] (+)= A_panel @ [B panels]` over `kc` steps, `NB` B panels of `NR`
-    /// columns (one zmm each per step).
+    /// columns (one zmm each per step), for the first `R` rows of an A panel `S` rows wide.
     ///
     /// # Safety
-    /// AVX-512F; `a` valid for `kc * MR_WIDE` reads and each `b[i]` for `kc * NR`; `c` for
-    /// reads (with `accumulate`) and writes of `c[r * ldc + j]`, `r < rows <= MR_WIDE`,
+    /// AVX-512F; `R <= S`; `a` valid for `kc * S` reads and each `b[i]` for `kc * NR`; `c` for
+    /// reads (with `accumulate`) and writes of `c[r * ldc + j]`, `r < rows <= R`,
     /// `j < cols <= NB * NR`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn kernel<const R: usize, const NB: usize>(
+    pub unsafe fn kernel<const R: usize, const S: usize, const NB: usize>(
         kc: usize,
         a: *const f32,
         b: [*const f32; NB],
@@ -132,7 +156,7 @@ mod avx512 {
         cols: usize,
         accumulate: bool,
     ) {
-        // SAFETY (whole body): reads stay within kc * MR_WIDE values of `a` and kc * NR of
+        // SAFETY (whole body): reads stay within kc * S values of `a` and kc * NR of
         // each B panel (prefetches are hints and never fault); stores within the caller's
         // rows x cols tile of `c`.
         unsafe {
@@ -145,7 +169,7 @@ mod avx512 {
                     );
                     *v = _mm512_loadu_ps(bp.add(p * NR));
                 }
-                let ap = a.add(p * R);
+                let ap = a.add(p * S);
                 for (r, line) in acc.iter_mut().enumerate() {
                     let av = _mm512_set1_ps(*ap.add(r));
                     for (o, &v) in line.iter_mut().zip(&bv) {
