@@ -2,7 +2,7 @@
 //! dtype-agnostic reference helpers.
 
 use onnx_runtime_ep_api::{
-    DeviceBuffer, DevicePtr, DevicePtrMut, EpError, ExecutionProvider, Kernel, TensorMut,
+    DeviceBuffer, DeviceId, DevicePtr, DevicePtrMut, EpError, ExecutionProvider, Kernel, TensorMut,
     TensorView,
 };
 use onnx_runtime_ep_cuda::runtime::cuptr;
@@ -110,6 +110,16 @@ pub fn node(op: &str, n_inputs: usize, n_outputs: usize, attrs: &[(&str, Attribu
 
 /// Device copies of the inputs and outputs of one call, kept so a test can run the kernel
 /// again (eagerly or under capture).
+/// Views of bound inputs on the device.
+fn input_views(inputs: &[(T, DeviceBuffer, Vec<usize>)], device: DeviceId) -> Vec<TensorView<'_>> {
+    inputs
+        .iter()
+        .map(|(t, buf, strides)| {
+            TensorView::new(DevicePtr(buf.as_ptr()), t.dtype, &t.shape, strides, device)
+        })
+        .collect()
+}
+
 pub struct Bound<'e> {
     pub ep: &'e CudaExecutionProvider,
     pub inputs: Vec<(T, DeviceBuffer, Vec<usize>)>,
@@ -163,15 +173,7 @@ impl<'e> Bound<'e> {
         &self,
         kernel: &dyn Kernel,
     ) -> Result<Vec<(DataType, Vec<usize>)>, EpError> {
-        let device = self.ep.device_id();
-        let views: Vec<TensorView<'_>> = self
-            .inputs
-            .iter()
-            .map(|(t, buf, strides)| {
-                TensorView::new(DevicePtr(buf.as_ptr()), t.dtype, &t.shape, strides, device)
-            })
-            .collect();
-        kernel.output_types(&views)
+        kernel.output_types(&input_views(&self.inputs, self.ep.device_id()))
     }
 
     /// Rewrites input `i` with new logical values (same shape and layout).
@@ -189,13 +191,7 @@ impl<'e> Bound<'e> {
 
     pub fn execute(&mut self, kernel: &dyn Kernel) -> Result<(), EpError> {
         let device = self.ep.device_id();
-        let views: Vec<TensorView<'_>> = self
-            .inputs
-            .iter()
-            .map(|(t, buf, strides)| {
-                TensorView::new(DevicePtr(buf.as_ptr()), t.dtype, &t.shape, strides, device)
-            })
-            .collect();
+        let views = input_views(&self.inputs, device);
         let mut outs: Vec<TensorMut<'_>> = self
             .outputs
             .iter_mut()
