@@ -30,7 +30,8 @@ pub trait Kernel: Send + Sync {
     /// The dtype and shape of every output for `inputs` (the views `execute` would take), for
     /// callers that do not resolve output shapes themselves, such as a session that allocates
     /// each output before running the node. Kernels that read shape-carrying inputs (Reshape's
-    /// shape, Slice's starts, ...) read them here as `execute` does.
+    /// shape, Slice's starts, ...) read them here as `execute` does; an `execute` that follows
+    /// with the same input views may use what was read here rather than read it again.
     fn output_types(
         &self,
         _inputs: &[TensorView<'_>],

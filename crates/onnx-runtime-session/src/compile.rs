@@ -213,7 +213,7 @@ impl Compiler<'_> {
             inner_scope.insert(graph.values[slot].name.clone(), v.clone());
         }
 
-        let mut device_constants: Vec<(usize, Arc<DeviceTensor>)> = Vec::new();
+        let mut device_constants: BTreeMap<usize, Arc<DeviceTensor>> = BTreeMap::new();
         let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         for &nid in &order {
             let node = graph.node(nid);
@@ -302,18 +302,16 @@ impl Compiler<'_> {
                     }
                     continue;
                 }
-                let placed = self.place_on_device(graph, node, opset, &const_inputs);
-                match (placed, &self.device) {
-                    (Some(device_kernel), Some(ep)) => {
-                        let ep = ep.clone();
+                match self.place_on_device(graph, node, opset, &const_inputs) {
+                    Some((device_kernel, ep)) => {
                         for (id, c) in node.inputs.iter().zip(&const_inputs) {
                             if let (Some(id), Some(Value::Tensor(t))) = (id, c) {
                                 if placeable(t)
                                     && constants.contains_key(&id.0)
-                                    && !device_constants.iter().any(|(s, _)| *s == id.0)
+                                    && !device_constants.contains_key(&id.0)
                                 {
-                                    device_constants
-                                        .push((id.0, Arc::new(DeviceTensor::upload(&ep, t)?)));
+                                    let copy = Arc::new(DeviceTensor::upload(&ep, t)?);
+                                    device_constants.insert(id.0, copy);
                                 }
                             }
                         }
@@ -326,7 +324,7 @@ impl Compiler<'_> {
                         };
                         (StepKind::Device(Box::new(step)), Vec::new())
                     }
-                    _ => (StepKind::Cpu(kernel), Vec::new()),
+                    None => (StepKind::Cpu(kernel), Vec::new()),
                 }
             };
             steps.push(Step {
@@ -398,7 +396,7 @@ impl Compiler<'_> {
             inputs,
             input_defaults,
             constants,
-            device_constants,
+            device_constants: device_constants.into_iter().collect(),
             uses_device,
             captures,
             steps,
@@ -408,16 +406,17 @@ impl Compiler<'_> {
 }
 
 impl Compiler<'_> {
-    /// The device kernel for `node` when the session has an accelerator that runs it: the
-    /// provider registers the op at this opset and builds a kernel for it. Inputs wired to a
-    /// nameless value stay on the CPU (the provider would count them as present).
+    /// The device kernel for `node`, with its provider, when the session has an accelerator
+    /// that runs it: the provider registers the op at this opset and builds a kernel for it.
+    /// Inputs wired to a nameless value stay on the CPU (the provider would count them as
+    /// present).
     fn place_on_device(
         &self,
         graph: &Graph,
         node: &Node,
         opset: u64,
         const_inputs: &[Option<&Value>],
-    ) -> Option<Box<dyn onnx_runtime_ep_api::Kernel>> {
+    ) -> Option<Placed> {
         let ep = self.device.as_ref()?;
         let nameless = node
             .inputs
@@ -430,9 +429,15 @@ impl Compiler<'_> {
         let mut kernel = ep.get_kernel(node, &[], opset).ok()?;
         let constant: Vec<bool> = const_inputs.iter().map(Option::is_some).collect();
         kernel.set_constant_inputs(&constant);
-        Some(kernel)
+        Some((kernel, ep.clone()))
     }
 }
+
+/// A node's device kernel and the provider it runs on.
+type Placed = (
+    Box<dyn onnx_runtime_ep_api::Kernel>,
+    Arc<dyn ExecutionProvider>,
+);
 
 /// Ops whose outputs are not a function of their inputs alone: never folded.
 const NONDETERMINISTIC: &[&str] = &[

@@ -434,6 +434,26 @@ pub struct HostReads {
     what: String,
     constant: Vec<bool>,
     state: Mutex<Option<(Signature, HostValues)>>,
+    /// What `peek` (for `output_types`) read last, with the inputs it read them from
+    /// (addresses and layouts), for the `execute` that follows with the same inputs: a
+    /// session asks for the output shapes and then runs, and should read the device once.
+    peeked: Mutex<Option<(Located, HostValues)>>,
+}
+
+/// Inputs by address and layout.
+type Located = Vec<(usize, Entry)>;
+
+/// The inputs of a call by address and layout: what a peeked read is valid for.
+fn located(inputs: &[TensorView<'_>]) -> Located {
+    inputs
+        .iter()
+        .map(|v| {
+            (
+                v.ptr.0 as usize,
+                (v.dtype, v.shape.to_vec(), v.strides.to_vec()),
+            )
+        })
+        .collect()
 }
 
 impl HostReads {
@@ -444,6 +464,7 @@ impl HostReads {
             what: what.into(),
             constant: Vec::new(),
             state: Mutex::new(None),
+            peeked: Mutex::new(None),
         }
     }
 
@@ -523,14 +544,26 @@ impl HostReads {
                 }
             }
         }
-        let values = self.read(base, inputs)?;
+        // The values `output_types` just read for these very inputs, else a fresh read.
+        let peeked = self
+            .peeked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .filter(|(at, _)| *at == located(inputs))
+            .map(|(_, v)| v);
+        let values = match peeked {
+            Some(v) => v,
+            None => self.read(base, inputs)?,
+        };
         *state = Some((sig, values.clone()));
         Ok(values)
     }
 
     /// The values of the host-read inputs for `inputs` alone, for `Kernel::output_types`
     /// (which has no outputs yet). Reads as [`HostReads::values`] does but leaves the warmed
-    /// signature alone, so only `execute` warms a kernel for capture. During capture it
+    /// signature alone, so only `execute` warms a kernel for capture; the next `values` call
+    /// for the same inputs takes what it read instead of reading again. During capture it
     /// answers from the warmed values when the inputs match the warmed signature's.
     pub fn peek(&self, base: &Base, inputs: &[TensorView<'_>]) -> EpResult<HostValues> {
         if self.positions.is_empty() {
@@ -547,7 +580,12 @@ impl HostReads {
         }
         match warmed {
             Some(v) if self.all_constant() => Ok(v),
-            _ => self.read(base, inputs),
+            _ => {
+                let values = self.read(base, inputs)?;
+                *self.peeked.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((located(inputs), values.clone()));
+                Ok(values)
+            }
         }
     }
 }
