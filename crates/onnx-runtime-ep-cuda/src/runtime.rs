@@ -10,6 +10,7 @@ use crate::compiler::{compile_cubin, ModuleSpec};
 use crate::libs;
 use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
 use onnx_runtime_ep_api::{CaptureSupport, EpError, EpResult, Kernel};
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,6 +84,8 @@ pub struct CudaRuntime {
     graph: Mutex<GraphState>,
     capturing: AtomicBool,
     modules: Mutex<HashMap<ModuleSpec, Arc<Module>>>,
+    /// Per-runtime state of library families (cuBLASLt and cuDNN handles, workspaces), by type.
+    extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     /// Two u32 on the device: first error code, id of the kernel that raised it.
     err_word: CuPtr,
     kernel_names: Mutex<Vec<String>>,
@@ -146,6 +149,7 @@ impl CudaRuntime {
             }),
             capturing: AtomicBool::new(false),
             modules: Mutex::new(HashMap::new()),
+            extensions: Mutex::new(HashMap::new()),
             err_word,
             kernel_names: Mutex::new(Vec::new()),
         }))
@@ -162,6 +166,48 @@ impl CudaRuntime {
 
     pub fn device_name(&self) -> EpResult<String> {
         self.ctx.name().map_err(|e| drv("cuda: name", e))
+    }
+
+    /// The number of multiprocessors (sizes grids of reduction and tiled kernels).
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
+    /// The provider's one stream, for library calls (cuBLASLt, cuDNN) that take a stream.
+    /// Work on it is ordered with every kernel launch and copy of the runtime.
+    pub fn stream_handle(&self) -> sys::CUstream {
+        self.raw_stream()
+    }
+
+    /// Makes the runtime's context current on the calling thread (before a library call).
+    pub fn bind_thread(&self) -> EpResult<()> {
+        self.bind()
+    }
+
+    /// The runtime's shared value of type `T` (a library handle, a workspace), made by `init`
+    /// on first use and kept until the runtime is dropped. `init` runs outside the lock, so
+    /// it may call back into the runtime; when two threads race, one value wins.
+    pub fn extension<T: Any + Send + Sync>(
+        &self,
+        init: impl FnOnce(&CudaRuntime) -> EpResult<T>,
+    ) -> EpResult<Arc<T>> {
+        let key = TypeId::of::<T>();
+        let lookup = |map: &HashMap<TypeId, Arc<dyn Any + Send + Sync>>| {
+            map.get(&key).cloned().map(|v| {
+                v.downcast::<T>()
+                    .unwrap_or_else(|_| unreachable!("extension map is keyed by TypeId"))
+            })
+        };
+        if let Some(v) = lookup(&self.extensions.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(v);
+        }
+        self.refuse_during_capture("creating a library handle")?;
+        let made: Arc<dyn Any + Send + Sync> = Arc::new(init(self)?);
+        let mut map = self.extensions.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map.entry(key).or_insert(made).clone();
+        Ok(entry
+            .downcast::<T>()
+            .unwrap_or_else(|_| unreachable!("extension map is keyed by TypeId")))
     }
 
     fn bind(&self) -> EpResult<()> {
@@ -346,7 +392,7 @@ impl CudaRuntime {
     }
 
     /// The device word kernels record errors in.
-    pub(crate) fn err_ptr(&self) -> CuPtr {
+    pub fn err_ptr(&self) -> CuPtr {
         self.err_word
     }
 
@@ -411,6 +457,35 @@ impl CudaRuntime {
             params,
         )
         .map_err(|e| drv("cuda: kernel launch", e))
+    }
+
+    /// Launches `f` with an explicit grid, block and dynamic shared memory (reductions,
+    /// tiled kernels) on the provider's stream.
+    ///
+    /// # Safety
+    /// As for [`CudaRuntime::launch`]; the kernel must be written for this block shape.
+    pub unsafe fn launch_cfg(
+        &self,
+        f: Function,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+    ) -> EpResult<()> {
+        if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        if shared_bytes > 48 * 1024 {
+            result::function::set_function_attribute(
+                f.0,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared_bytes as i32,
+            )
+            .map_err(|e| drv("cuda: shared memory attribute", e))?;
+        }
+        result::launch_kernel(f.0, grid, block, shared_bytes, self.raw_stream(), params)
+            .map_err(|e| drv("cuda: kernel launch", e))
     }
 
     // ---- graph capture ----

@@ -15,9 +15,21 @@ mod bench;
 mod capture;
 #[path = "gpu/construct.rs"]
 mod construct;
+#[path = "gpu/conv.rs"]
+mod conv;
+#[path = "gpu/elementwise.rs"]
+mod elementwise;
+#[path = "gpu/gemm.rs"]
+mod gemm;
 #[path = "gpu/index.rs"]
 mod index;
 #[path = "gpu/movement.rs"]
 mod movement;
+#[path = "gpu/norm.rs"]
+mod norm;
+#[path = "gpu/pool.rs"]
+mod pool;
+#[path = "gpu/reduce.rs"]
+mod reduce;
 #[path = "gpu/output_types.rs"]
 mod output_types;

@@ -3,11 +3,17 @@
 mod cast;
 pub mod common;
 mod construct;
+mod conv;
 mod cumsum;
+mod elementwise;
+mod gemm;
 mod index;
 pub mod modules;
 mod movement;
+mod norm;
 pub mod params;
+mod pool;
+mod reduce;
 mod reshape;
 mod select;
 
@@ -29,5 +35,24 @@ pub fn registry() -> Registry {
     movement::register(&mut r);
     reshape::register(&mut r);
     select::register(&mut r);
+    elementwise::register(&mut r);
+    reduce::register(&mut r);
+    norm::register(&mut r);
+    gemm::register(&mut r);
+    conv::register(&mut r);
+    pool::register(&mut r);
     r
+}
+
+/// The NVRTC modules of the compute families (element-wise, reductions, norms, GEMM epilogues,
+/// convolution helpers, pooling), every variant.
+pub fn family_modules() -> Vec<crate::compiler::ModuleSpec> {
+    let mut all = Vec::new();
+    all.extend(elementwise::modules());
+    all.extend(reduce::modules());
+    all.extend(norm::modules());
+    all.extend(gemm::modules());
+    all.extend(conv::modules());
+    all.extend(pool::modules());
+    all
 }

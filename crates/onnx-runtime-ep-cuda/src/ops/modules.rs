@@ -73,5 +73,6 @@ pub fn all_modules() -> Vec<ModuleSpec> {
         construct_module(),
     ];
     all.extend(TYPED.iter().filter_map(|t| cast_module(t.0)));
+    all.extend(super::family_modules());
     all
 }

@@ -419,3 +419,51 @@ pub const MOVE_DTYPES: [DataType; 6] = [
     DataType::Bool,
     DataType::Complex128,
 ];
+
+/// The CPU provider's outputs for `node` at `opset` on host tensors (the reference every CUDA
+/// compute kernel is tested against). `inputs[i] == None` leaves optional input `i` omitted.
+pub fn cpu_reference(node: &Node, opset: u64, inputs: &[Option<&T>]) -> Result<Vec<T>, EpError> {
+    use onnx_runtime_ep_cpu::{BuildContext, Tensor, Value};
+    let (_, factory) = onnx_runtime_ep_cpu::registry()
+        .lookup(node.normalized_domain(), &node.op_type, opset)
+        .ok_or_else(|| EpError::unsupported_op("cpu", node, opset))?;
+    let kernel = factory(&BuildContext::new(node, opset))?;
+    let values: Vec<Option<Value>> = inputs
+        .iter()
+        .map(|t| {
+            t.map(|t| {
+                Value::Tensor(
+                    Tensor::from_bytes(t.dtype, t.shape.clone(), &t.bytes)
+                        .expect("a host tensor of matching size"),
+                )
+            })
+        })
+        .collect();
+    let refs: Vec<Option<&Value>> = values.iter().map(Option::as_ref).collect();
+    let outs = kernel.run(&refs)?;
+    Ok(outs
+        .into_iter()
+        .map(|v| {
+            let t = v.into_tensor().expect("a tensor output");
+            T::new(t.dtype(), t.shape(), t.bytes().to_vec())
+        })
+        .collect())
+}
+
+/// Every element of `got` within `atol + rtol * |want|` of the CPU reference `want` (same
+/// dtype and shape); NaN must match NaN, infinities must match exactly.
+pub fn assert_close_to(got: &T, want: &T, rtol: f64, atol: f64, what: &str) {
+    assert_eq!(got.dtype, want.dtype, "{what}: dtype");
+    assert_eq!(got.shape, want.shape, "{what}: shape");
+    for i in 0..want.numel() {
+        let (g, w) = (get(got, i), get(want, i));
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            g == w
+        } else {
+            (g - w).abs() <= atol + rtol * w.abs()
+        };
+        assert!(ok, "{what}: element {i} of {:?}: got {g}, want {w}", want.shape);
+    }
+}

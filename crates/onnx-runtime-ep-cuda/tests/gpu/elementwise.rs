@@ -1,0 +1,1 @@
+//! GPU tests of the elementwise family (placeholder).
