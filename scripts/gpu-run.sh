@@ -36,7 +36,7 @@ suite() { # NAME DIR...
     local start=$SECONDS log=$out/$name-$ep.log
     "$cli" test --ep "$ep" "$@" --write-pass-list "$out/$name-pass-$ep.txt" >"$log" 2>&1
     local rc=$?
-    local placed; placed=$(grep -E 'ran at least one node on the device' "$log" | tail -1)
+    local placed; placed=$(grep -E 'ran every node on the device' "$log" | tail -1)
     rows+=("$name --ep $ep|rc=$rc ($((SECONDS - start)) s)|$(tail -n 1 "$log")${placed:+; $placed}")
     (( rc == 0 )) || status=1
   done

@@ -6,7 +6,7 @@ use crate::constant::fold_constant;
 use crate::control::{self, ControlOp};
 use crate::device::{placeable, DeviceStep, DeviceTensor};
 use crate::error::{MissingOp, SessionError, SessionResult};
-use onnx_runtime_ep_api::ExecutionProvider;
+use onnx_runtime_ep_api::{EpError, ExecutionProvider};
 use onnx_runtime_ep_cpu::{BuildContext, CpuKernel, CpuRegistry, Value};
 use onnx_runtime_ir::{Attribute, Graph, Node, NodeId, ValueId, ValueType};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -50,6 +50,8 @@ pub(crate) struct CompiledGraph {
     pub device_constants: Vec<(usize, Arc<DeviceTensor>)>,
     /// Whether any step runs on a device (values then have a device slot too).
     pub uses_device: bool,
+    /// With an accelerator: the steps that run on the host, each with the reason.
+    pub host_nodes: Vec<HostNode>,
     /// Names this graph reads from enclosing scopes, and the slots they go to.
     pub captures: Vec<(String, usize)>,
     pub steps: Vec<Step>,
@@ -214,6 +216,7 @@ impl Compiler<'_> {
         }
 
         let mut device_constants: BTreeMap<usize, Arc<DeviceTensor>> = BTreeMap::new();
+        let mut host_nodes: Vec<HostNode> = Vec::new();
         let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         for &nid in &order {
             let node = graph.node(nid);
@@ -302,8 +305,8 @@ impl Compiler<'_> {
                     }
                     continue;
                 }
-                match self.place_on_device(graph, node, opset, &const_inputs) {
-                    Some((device_kernel, ep)) => {
+                match self.place_on_device(graph, node, opset, &const_inputs)? {
+                    Ok((device_kernel, ep)) => {
                         for (id, c) in node.inputs.iter().zip(&const_inputs) {
                             if let (Some(id), Some(Value::Tensor(t))) = (id, c) {
                                 if placeable(t)
@@ -324,16 +327,30 @@ impl Compiler<'_> {
                         };
                         (StepKind::Device(Box::new(step)), Vec::new())
                     }
-                    None => (StepKind::Cpu(kernel), Vec::new()),
+                    Err(reason) => {
+                        if self.device.is_some() {
+                            host_nodes.push(HostNode {
+                                node: node.describe(),
+                                op: op_name(node),
+                                reason,
+                            });
+                        }
+                        (StepKind::Cpu(kernel), Vec::new())
+                    }
                 }
             };
+            if matches!(kind, StepKind::Control(_)) && self.device.is_some() {
+                host_nodes.push(HostNode {
+                    node: node.describe(),
+                    op: op_name(node),
+                    reason:
+                        "control flow runs on the host (its body's nodes are placed on their own)"
+                            .into(),
+                });
+            }
             steps.push(Step {
                 name: node.describe(),
-                op_type: if node.domain.is_empty() || node.domain == "ai.onnx" {
-                    node.op_type.clone()
-                } else {
-                    format!("{}:{}", node.domain, node.op_type)
-                },
+                op_type: op_name(node),
                 kind,
                 inputs,
                 implicit,
@@ -398,6 +415,7 @@ impl Compiler<'_> {
             constants,
             device_constants: device_constants.into_iter().collect(),
             uses_device,
+            host_nodes,
             captures,
             steps,
             outputs,
@@ -416,21 +434,62 @@ impl Compiler<'_> {
         node: &Node,
         opset: u64,
         const_inputs: &[Option<&Value>],
-    ) -> Option<Placed> {
-        let ep = self.device.as_ref()?;
+    ) -> SessionResult<Result<Placed, String>> {
+        let Some(ep) = self.device.as_ref() else {
+            return Ok(Err("no accelerator".into()));
+        };
         let nameless = node
             .inputs
             .iter()
             .flatten()
             .any(|id| graph.value(*id).name.is_empty());
-        if nameless || !ep.supports(node, opset) {
-            return None;
+        if nameless {
+            return Ok(Err("an input is wired to a nameless value".into()));
         }
-        let mut kernel = ep.get_kernel(node, &[], opset).ok()?;
-        let constant: Vec<bool> = const_inputs.iter().map(Option::is_some).collect();
-        kernel.set_constant_inputs(&constant);
-        Some((kernel, ep.clone()))
+        if !ep.supports(node, opset) {
+            return Ok(Err(format!(
+                "the {} provider has no kernel for {} at opset {opset}",
+                ep.name(),
+                op_name(node)
+            )));
+        }
+        match ep.get_kernel(node, &[], opset) {
+            Ok(mut kernel) => {
+                let constant: Vec<bool> = const_inputs.iter().map(Option::is_some).collect();
+                kernel.set_constant_inputs(&constant);
+                Ok(Ok((kernel, ep.clone())))
+            }
+            // The device kernel does not take this node's dtypes or attribute values: a
+            // planned host placement, reported with the kernel's reason.
+            Err(
+                e @ (EpError::UnsupportedOp { .. }
+                | EpError::UnsupportedDtype { .. }
+                | EpError::InvalidAttribute { .. }),
+            ) => Ok(Err(format!("the {} kernel refused it: {e}", ep.name()))),
+            // A device that cannot build kernels (a library missing, a compile failure) is an
+            // error, not a silent move to the CPU.
+            Err(e) => Err(e.into()),
+        }
     }
+}
+
+/// `Op`, or `domain:Op` outside the default domain.
+fn op_name(node: &Node) -> String {
+    if node.domain.is_empty() || node.domain == "ai.onnx" {
+        node.op_type.clone()
+    } else {
+        format!("{}:{}", node.domain, node.op_type)
+    }
+}
+
+/// A node that runs on the host in a session with an accelerator, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostNode {
+    /// `Op node 'name'`.
+    pub node: String,
+    /// `Op`, or `domain:Op`.
+    pub op: String,
+    pub reason: String,
 }
 
 /// A node's device kernel and the provider it runs on.

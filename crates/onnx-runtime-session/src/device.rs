@@ -135,11 +135,14 @@ pub(crate) struct DeviceStep {
     pub refused: AtomicUsize,
 }
 
-/// Whether an error from a device kernel means "not on this device" rather than bad input.
+/// Whether an error from a device kernel means "not on this device" (a dtype or op the
+/// kernel does not take, said before it launches anything) rather than bad input or a device
+/// failure. Only these two are refusals: every other error, `EpError::Other` included, is the
+/// node's error and reaches the caller, so a device fault is never hidden by a CPU rerun.
 fn is_refusal(e: &EpError) -> bool {
     matches!(
         e,
-        EpError::UnsupportedDtype { .. } | EpError::UnsupportedOp { .. } | EpError::Other(_)
+        EpError::UnsupportedDtype { .. } | EpError::UnsupportedOp { .. }
     )
 }
 

@@ -24,6 +24,7 @@ mod session;
 mod tests;
 mod workers;
 
+pub use compile::HostNode;
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};
 pub use optimize::{optimize, OptimizationLevel, OptimizeReport};

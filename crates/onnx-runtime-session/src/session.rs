@@ -161,6 +161,14 @@ impl Session {
         self.graph.device_steps()
     }
 
+    /// With an accelerator ([`SessionOptions::device`]): the main graph's nodes that run on
+    /// the host, each with the reason (no kernel for the op at this opset, a dtype or
+    /// attribute value the device kernel refuses, control flow). Empty when every node that
+    /// runs (nodes folded at build excepted) is on the device.
+    pub fn host_nodes(&self) -> &[crate::compile::HostNode] {
+        &self.graph.host_nodes
+    }
+
     /// Over every run of this session so far, for the main graph's device nodes: how many
     /// calls ran on the device, and how many the device kernel refused (a dtype it does not
     /// take, a non-tensor input) and the CPU ran instead.

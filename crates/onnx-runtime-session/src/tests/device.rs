@@ -78,6 +78,10 @@ impl Kernel for FakeKernel {
     ) -> Result<(), EpError> {
         self.counters.launches.fetch_add(1, Ordering::Relaxed);
         let x = &inputs[0];
+        if self.op == "Relu" && x.shape.first() == Some(&13) {
+            // A stand-in for a device fault (a failed launch, a library error).
+            return Err(EpError::Other("fake device: launch failed".into()));
+        }
         let src = bytes_of(x);
         let out = &mut outputs[0];
         // SAFETY: the output is host memory of the fake device holding its bytes.
@@ -300,6 +304,36 @@ fn refused_dtypes_fall_back_to_the_cpu_kernel() {
         0,
         "the upload made for the refused call is freed"
     );
+}
+
+#[test]
+fn host_nodes_are_reported_with_their_reason() {
+    let (dev, _) = FakeDevice::new();
+    let s = session_on(&mixed(), &dev);
+    let host = s.host_nodes();
+    assert_eq!(host.len(), 1, "{host:?}");
+    assert_eq!(host[0].op, "Add");
+    assert!(
+        host[0].reason.contains("no kernel for Add"),
+        "{}",
+        host[0].reason
+    );
+    assert!(cpu_session(&mixed()).host_nodes().is_empty());
+}
+
+#[test]
+fn a_device_error_is_the_runs_error_not_a_cpu_rerun() {
+    let (dev, counters) = FakeDevice::new();
+    let mut b = G::new(13);
+    b.input("x", DataType::Float32, &[13, 2]);
+    b.node("Relu", &["x"], &["y"]);
+    b.output("y");
+    let s = session_on(&b, &dev);
+    let x = rand_f32(26, 4);
+    let err = s.run(&[("x", f32t(&[13, 2], &x))]).unwrap_err().to_string();
+    assert!(err.contains("launch failed"), "{err}");
+    assert_eq!(counters.launches.load(Ordering::Relaxed), 1);
+    assert_eq!(s.device_calls(), (0, 0), "neither ran nor refused");
 }
 
 #[test]
