@@ -3,7 +3,7 @@
 //! without a zero-fill, a pointer that parallel tasks share to write disjoint blocks of one
 //! output, the parallel split over planes and the AVX2 dispatch.
 
-use super::window::{row_phases, Window};
+use crate::ops::nn::window::{row_phases, Window};
 use bytemuck::Pod;
 use std::cell::Cell;
 use std::mem::MaybeUninit;

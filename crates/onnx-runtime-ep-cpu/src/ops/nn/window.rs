@@ -1,8 +1,8 @@
 //! Sliding-window geometry shared by Conv, ConvTranspose and the pools: kernel, strides,
 //! dilations, pads (explicit or auto_pad) and the output extent.
 
-use super::common::{bad_attr, invalid, usize_list};
 use crate::attrs;
+use crate::ops::nn::common::{bad_attr, invalid, usize_list};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::Node;
 

@@ -1,0 +1,16 @@
+//! Matrix products: MatMul, Gemm, the MatMulBias fusion and the SIMD SGEMM they run on.
+
+use crate::CpuRegistry;
+
+pub(crate) mod gemm_op;
+pub(crate) mod matmul;
+pub(crate) mod matmul_bias;
+pub(crate) mod sgemm;
+pub(crate) mod sgemm_kernel;
+pub(crate) mod sgemm_wide;
+
+pub fn register(r: &mut CpuRegistry) {
+    gemm_op::register(r);
+    matmul::register(r);
+    matmul_bias::register(r);
+}

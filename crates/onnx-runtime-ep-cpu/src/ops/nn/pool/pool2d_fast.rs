@@ -1,0 +1,235 @@
+//! 2-D f32 MaxPool with column stride 1 or 2 (the CNN pools: 3x3 or 2x2 stride 2 to
+//! downsample, 3x3 stride 1 in inception blocks) on AVX2. The generic path lays each folded
+//! row out in stride phases, a scalar gather, and its in-place max compiles to masked stores;
+//! here the kernel rows fold with explicit max-and-store into a padded row buffer, and each
+//! kernel column reads 8 values (stride 1) or reads 16 and keeps the even ones (stride 2: a
+//! shuffle and a lane permute), so 8 outputs take `kw` loads and maxes.
+
+use crate::ops::nn::pool::pool2d::planes_vec;
+use crate::ops::nn::scratch::{with_scratch, PhaseRows};
+use crate::ops::nn::window::Window;
+use std::mem::MaybeUninit;
+
+/// The max pool of `x` (`planes` planes) over `w` when the fast path applies: f32, column
+/// stride 1 or 2, no column dilation, and a CPU with AVX2. `w` must satisfy
+/// [`crate::ops::nn::pool::pool2d::fits`].
+pub fn max2d_f32(x: &[f32], planes: usize, w: &Window) -> Option<Vec<f32>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let sw = w.strides[1];
+        if !(sw == 1 || sw == 2) || w.dilations[1] != 1 || !std::is_x86_feature_detected!("avx2") {
+            return None;
+        }
+        let plane = w.output_size();
+        Some(planes_vec(
+            planes,
+            plane,
+            plane * w.kernel_size(),
+            |first, out| {
+                // SAFETY: the CPU has AVX2 (checked above).
+                unsafe {
+                    if sw == 2 {
+                        avx2::planes::<2>(x, w, first, out)
+                    } else {
+                        avx2::planes::<1>(x, w, first, out)
+                    }
+                }
+            },
+        ))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (x, planes, w);
+        None
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// The even-indexed values of `p[0..16]`, in order.
+    ///
+    /// # Safety
+    /// AVX2; `p` valid for 16 reads.
+    #[inline(always)]
+    unsafe fn evens(p: *const f32) -> __m256 {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let (a, b) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
+            // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
+            let t = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(t)))
+        }
+    }
+
+    /// The 8 values kernel column `kx` reads for outputs `o8..o8 + 8` at column stride `S`.
+    ///
+    /// # Safety
+    /// AVX2; `p` (the padded row at `S * o8 + kx`) valid for `8 * S` reads.
+    #[inline(always)]
+    unsafe fn taps<const S: usize>(p: *const f32) -> __m256 {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if S == 2 {
+                evens(p)
+            } else {
+                _mm256_loadu_ps(p)
+            }
+        }
+    }
+
+    /// `dst[i] = max(src[i], dst[i])`, with plain stores.
+    #[inline(always)]
+    fn fold_max(dst: &mut [f32], src: &[f32]) {
+        let n = dst.len().min(src.len());
+        let mut i = 0;
+        // SAFETY: i + 8 <= n for every vector access; AVX2 is enabled in the caller.
+        unsafe {
+            while i + 8 <= n {
+                let d = dst.as_mut_ptr().add(i);
+                let v = _mm256_max_ps(_mm256_loadu_ps(src.as_ptr().add(i)), _mm256_loadu_ps(d));
+                _mm256_storeu_ps(d, v);
+                i += 8;
+            }
+        }
+        // The tail with scalar maxes too: a select here compiles to masked stores.
+        while i < n {
+            // SAFETY: i < n.
+            unsafe {
+                let d = dst.as_mut_ptr().add(i);
+                _mm_store_ss(
+                    d,
+                    _mm_max_ss(_mm_load_ss(src.as_ptr().add(i)), _mm_load_ss(d)),
+                );
+            }
+            i += 1;
+        }
+    }
+
+    /// Output planes `first..` (as many as `out` holds), column stride `S`.
+    ///
+    /// # Safety
+    /// AVX2; `w` as [`max2d_f32`] requires, `out` a whole number of output planes within the
+    /// `x`'s planes.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn planes<const S: usize>(
+        x: &[f32],
+        w: &Window,
+        first: usize,
+        out: &mut [MaybeUninit<f32>],
+    ) {
+        let g = PhaseRows::new(w);
+        let (ih, iw, oh, ow, kw) = (g.ih, g.iw, g.oh, g.ow, g.kw);
+        let pl = w.pad_begin[1];
+        let plane = oh * ow;
+        // Padded row: column c of the padded input at `c`; every read of the 8-output
+        // blocks (below S * ow8 + kw + 8 * S) stays inside.
+        let ow8 = ow.div_ceil(8) * 8;
+        let plen = (S * ow8 + kw + 8 * S).max(pl + iw);
+        with_scratch(plen, |prow: &mut [f32]| {
+            // The padding stays -inf: only columns pl..pl+iw are ever written.
+            prow.fill(f32::NEG_INFINITY);
+            for (j, o) in out.chunks_mut(plane).enumerate() {
+                let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
+                for oy in 0..oh {
+                    let orow = &mut o[oy * ow..(oy + 1) * ow];
+                    let dst = &mut prow[pl..pl + iw];
+                    let mut have = false;
+                    for ky in 0..g.kh {
+                        if let Some(r) = g.input_row(oy, ky) {
+                            let src = &xp[r * iw..(r + 1) * iw];
+                            if have {
+                                fold_max(dst, src);
+                            } else {
+                                dst.copy_from_slice(src);
+                                have = true;
+                            }
+                        }
+                    }
+                    if !have {
+                        dst.fill(f32::NEG_INFINITY);
+                    }
+                    let base = prow.as_ptr();
+                    let mut o8 = 0;
+                    while o8 < ow {
+                        // SAFETY: reads end below S * o8 + kw + 8 * S <= plen.
+                        let m = unsafe {
+                            let p = base.add(S * o8);
+                            let mut m = taps::<S>(p);
+                            for kx in 1..kw {
+                                m = _mm256_max_ps(taps::<S>(p.add(kx)), m);
+                            }
+                            m
+                        };
+                        let dst = orow[o8..].as_mut_ptr() as *mut f32;
+                        if o8 + 8 <= ow {
+                            // SAFETY: 8 outputs of this row remain.
+                            unsafe { _mm256_storeu_ps(dst, m) };
+                        } else {
+                            let mut t = [0f32; 8];
+                            // SAFETY: `t` holds 8 values; `ow - o8` of this row remain.
+                            unsafe {
+                                _mm256_storeu_ps(t.as_mut_ptr(), m);
+                                std::ptr::copy_nonoverlapping(t.as_ptr(), dst, ow - o8);
+                            }
+                        }
+                        o8 += 8;
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::nn::common::testutil::rand;
+    use crate::ops::nn::pool::pool2d::tests::reference;
+    use crate::ops::nn::window::{AutoPad, WindowAttrs};
+
+    #[test]
+    fn strides_one_and_two_match_brute_force() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        // (input, kernel, strides, pads [top, left, bottom, right], ceil_mode, planes)
+        type Case = ([usize; 2], [usize; 2], [usize; 2], [usize; 4], bool, usize);
+        let cases: &[Case] = &[
+            ([109, 109], [3, 3], [2, 2], [0, 0, 0, 0], true, 5),
+            ([55, 55], [3, 3], [2, 2], [0, 0, 0, 0], false, 3),
+            ([112, 112], [3, 3], [2, 2], [1, 1, 1, 1], false, 2),
+            ([8, 9], [2, 2], [2, 2], [0, 0, 0, 0], false, 4),
+            ([7, 5], [3, 3], [1, 2], [1, 1, 1, 1], true, 3),
+            ([4, 3], [1, 1], [2, 2], [0, 0, 0, 0], false, 2),
+            ([13, 40], [3, 4], [2, 2], [0, 2, 1, 1], false, 70),
+            ([28, 28], [3, 3], [1, 1], [1, 1, 1, 1], false, 6),
+            ([9, 17], [2, 3], [2, 1], [0, 0, 1, 2], true, 3),
+            ([3, 3], [3, 3], [1, 1], [0, 0, 0, 0], false, 2),
+        ];
+        for &(input, kernel, strides, pads, ceil_mode, planes) in cases {
+            let attrs = WindowAttrs {
+                kernel: Some(kernel.to_vec()),
+                strides: Some(strides.to_vec()),
+                dilations: None,
+                pads: Some(pads.to_vec()),
+                auto_pad: AutoPad::NotSet,
+                ceil_mode,
+            };
+            let w = attrs.resolve("test", &input, &kernel).unwrap();
+            let n = planes * input[0] * input[1];
+            // f32 values, so the float64 brute force is exact.
+            let x: Vec<f64> = rand(n, 9, -5.0, 5.0)
+                .iter()
+                .map(|&v| v as f32 as f64)
+                .collect();
+            let xf: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            let got = max2d_f32(&xf, planes, &w).expect("fast path");
+            let got: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+            let want = reference(&x, planes, &w).0;
+            assert_eq!(got, want, "{input:?} {kernel:?} {pads:?}");
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, the QLinear ops, MatMulInteger and the quantized element types.
+
+use crate::CpuRegistry;
+
+pub(crate) mod matmul_integer;
+pub(crate) mod qlinear;
+pub(crate) mod qtypes;
+pub(crate) mod quantize;
+
+pub fn register(r: &mut CpuRegistry) {
+    quantize::register(r);
+    qlinear::register(r);
+    matmul_integer::register(r);
+}
