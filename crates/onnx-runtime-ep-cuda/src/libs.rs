@@ -50,6 +50,31 @@ const CUBLASLT: LibSpec = LibSpec {
     install: "install the CUDA toolkit (/usr/local/cuda) or `pip install nvidia-cublas`",
 };
 
+/// cuDNN 9: `libcudnn.so.9` is a small front that opens its sub-libraries by soname when a
+/// handle is created; preloading them from the same folder with `RTLD_GLOBAL` lets the loader
+/// answer those lookups without `LD_LIBRARY_PATH`. cudarc's bindings are cuDNN 9's and its
+/// loader does not try `libcudnn.so.8`, so cuDNN 8 is not an option.
+const CUDNN: LibSpec = LibSpec {
+    what: "cuDNN 9 (libcudnn.so.9)",
+    sonames: &["libcudnn.so.9"],
+    companions: &[
+        "libcudnn_graph.so.9",
+        "libcudnn_engines_precompiled.so.9",
+        "libcudnn_engines_runtime_compiled.so.9",
+        "libcudnn_heuristic.so.9",
+        "libcudnn_ops.so.9",
+        "libcudnn_cnn.so.9",
+        "libcudnn_adv.so.9",
+    ],
+    install: CUDNN_INSTALL,
+};
+
+/// How to get cuDNN, for error messages.
+pub const CUDNN_INSTALL: &str = "install cuDNN 9 for your CUDA version: `pip install \
+     nvidia-cudnn-cu13` (CUDA 13) or `pip install nvidia-cudnn-cu12` (CUDA 12), into the Python \
+     environment on PATH or an active virtual environment, or put the folder holding \
+     libcudnn.so.9 on LD_LIBRARY_PATH";
+
 /// A library we opened; kept for the life of the process.
 struct Loaded {
     path: PathBuf,
@@ -95,6 +120,7 @@ pub fn candidate_dirs() -> Vec<PathBuf> {
             "nvidia/cublas/lib",
             "nvidia/cuda_runtime/lib",
             "nvidia/cu12/lib",
+            "nvidia/cudnn/lib",
         ] {
             dirs.push(site.join(sub));
         }
@@ -211,6 +237,7 @@ type State = OnceLock<Result<Loaded, String>>;
 static DRIVER_STATE: State = OnceLock::new();
 static NVRTC_STATE: State = OnceLock::new();
 static CUBLASLT_STATE: State = OnceLock::new();
+static CUDNN_STATE: State = OnceLock::new();
 
 fn loaded_path(state: &State) -> Option<PathBuf> {
     state.get()?.as_ref().ok().map(|l| l.path.clone())
@@ -227,20 +254,22 @@ fn find_and_load(spec: &LibSpec) -> Result<Loaded, String> {
             if !path.exists() {
                 continue;
             }
-            let companions = spec
+            let mut pending: Vec<PathBuf> = spec
                 .companions
                 .iter()
                 .map(|c| dir.join(c))
                 .filter(|p| p.exists())
-                .filter_map(|p| open_global(&p).ok())
                 .collect();
+            let mut companions = open_companions(&mut pending);
             match open_global(&path) {
                 Ok(lib) => {
+                    // Companions that need the main library itself load now.
+                    companions.extend(open_companions(&mut pending));
                     return Ok(Loaded {
                         path,
                         _lib: lib,
                         _companions: companions,
-                    })
+                    });
                 }
                 Err(e) => tried.push(format!("{} ({e})", path.display())),
             }
@@ -270,6 +299,25 @@ fn find_and_load(spec: &LibSpec) -> Result<Loaded, String> {
     ))
 }
 
+/// Opens the `pending` libraries in passes until no more load: one that needs another of them
+/// (by soname) loads in a later pass. What never loads stays in `pending`.
+fn open_companions(pending: &mut Vec<PathBuf>) -> Vec<libloading::os::unix::Library> {
+    let mut opened = Vec::new();
+    loop {
+        let before = pending.len();
+        pending.retain(|p| match open_global(p) {
+            Ok(lib) => {
+                opened.push(lib);
+                false
+            }
+            Err(_) => true,
+        });
+        if pending.is_empty() || pending.len() == before {
+            return opened;
+        }
+    }
+}
+
 fn ensure(state: &'static State, spec: &LibSpec) -> Result<PathBuf, EpError> {
     match state.get_or_init(|| find_and_load(spec)) {
         Ok(l) => Ok(l.path.clone()),
@@ -290,4 +338,74 @@ pub fn ensure_nvrtc() -> Result<PathBuf, EpError> {
 /// Loads cuBLASLt; returns where it was found.
 pub fn ensure_cublaslt() -> Result<PathBuf, EpError> {
     ensure(&CUBLASLT_STATE, &CUBLASLT)
+}
+
+/// Loads cuDNN 9 and its sub-libraries; returns where it was found. The libraries cuDNN's
+/// engines may need (cuBLASLt, cuBLAS, NVRTC) are loaded first where they can be found, so
+/// their sonames resolve too. Missing cuDNN is an error naming the pip package to install.
+pub fn ensure_cudnn() -> Result<PathBuf, EpError> {
+    if CUDNN_STATE.get().is_none() {
+        let _ = ensure_nvrtc();
+        let _ = ensure_cublaslt();
+        preload_any(&["libcublas.so.13", "libcublas.so.12"]);
+    }
+    let found =
+        CUDNN_STATE.get_or_init(|| cudnn_on_loader_path().unwrap_or_else(|| find_and_load(&CUDNN)));
+    match found {
+        Ok(l) => Ok(l.path.clone()),
+        Err(e) => Err(EpError::device("cuda", e)),
+    }
+}
+
+/// The cuDNN that cudarc will bind to if the system loader finds one under a name cudarc
+/// tries before `libcudnn.so.9` (`libcudnn.so`, ...): that library, so the one whose
+/// symbols are checked is the one called, and no second cuDNN is loaded beside it.
+fn cudnn_on_loader_path() -> Option<Result<Loaded, String>> {
+    for name in cudarc::get_lib_name_candidates("cudnn") {
+        if CUDNN.sonames.contains(&name.as_str()) {
+            return None;
+        }
+        if let Ok(lib) = open_global(Path::new(&name)) {
+            return Some(Ok(Loaded {
+                path: PathBuf::from(name),
+                _lib: lib,
+                _companions: Vec::new(),
+            }));
+        }
+    }
+    None
+}
+
+/// The first of `sonames` found in a candidate folder, opened with `RTLD_GLOBAL` and kept for
+/// the life of the process (best effort: nothing found is not an error).
+fn preload_any(sonames: &[&str]) {
+    static KEPT: std::sync::Mutex<Vec<libloading::os::unix::Library>> =
+        std::sync::Mutex::new(Vec::new());
+    for dir in candidate_dirs() {
+        for soname in sonames {
+            let path = dir.join(soname);
+            if path.exists() {
+                if let Ok(lib) = open_global(&path) {
+                    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(lib);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The names in `symbols` that the loaded cuDNN does not export (all of them when cuDNN is
+/// not loaded). cudarc's bindings panic on a missing symbol, so callers check first.
+pub fn cudnn_missing_symbols(symbols: &[&str]) -> Vec<String> {
+    let Some(Ok(loaded)) = CUDNN_STATE.get() else {
+        return symbols.iter().map(|s| s.to_string()).collect();
+    };
+    symbols
+        .iter()
+        .filter(|name| {
+            // SAFETY: only the symbol's address is looked up; nothing is called.
+            unsafe { loaded._lib.get::<*const std::ffi::c_void>(name.as_bytes()) }.is_err()
+        })
+        .map(|s| s.to_string())
+        .collect()
 }

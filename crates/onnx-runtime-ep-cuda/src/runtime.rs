@@ -386,6 +386,12 @@ impl CudaRuntime {
             1 => "an index was out of range for the axis it indexes (accepted: [-dim, dim)); the \
                   affected elements were skipped (gathers wrote 0); fix the indices input"
                 .to_string(),
+            2 => "an integer division or modulus by zero (Div / Mod); the affected elements \
+                  were set to 0; make sure the divisor has no zero element"
+                .to_string(),
+            16 => "a sequence_lens value of a recurrent op (RNN / GRU / LSTM) was outside \
+                   [0, seq_length]; it was clamped; fix the sequence_lens input"
+                .to_string(),
             code => format!("device error code {code}"),
         };
         Err(EpError::InvalidInput { node, message })

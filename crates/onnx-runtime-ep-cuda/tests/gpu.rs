@@ -11,6 +11,8 @@ mod harness;
 
 #[path = "gpu/bench.rs"]
 mod bench;
+#[path = "gpu/attention.rs"]
+mod attention;
 #[path = "gpu/capture.rs"]
 mod capture;
 #[path = "gpu/construct.rs"]
@@ -23,13 +25,21 @@ mod elementwise;
 mod gemm;
 #[path = "gpu/index.rs"]
 mod index;
+#[path = "gpu/loss.rs"]
+mod loss;
 #[path = "gpu/movement.rs"]
 mod movement;
 #[path = "gpu/norm.rs"]
 mod norm;
 #[path = "gpu/pool.rs"]
 mod pool;
+#[path = "gpu/quant.rs"]
+mod quant;
 #[path = "gpu/reduce.rs"]
 mod reduce;
+#[path = "gpu/rnn.rs"]
+mod rnn;
+#[path = "gpu/tensor_misc.rs"]
+mod tensor_misc;
 #[path = "gpu/output_types.rs"]
 mod output_types;

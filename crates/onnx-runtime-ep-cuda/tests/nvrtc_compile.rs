@@ -21,16 +21,29 @@ fn every_kernel_module_compiles_to_cubin_for_sm90() {
         "expected every variant, got {}",
         modules.len()
     );
-    let mut failures = Vec::new();
-    for spec in &modules {
-        match compile_cubin(spec, 90) {
-            Ok(cubin) => {
-                // A CUBIN is an ELF image, not PTX text.
-                assert_eq!(&cubin[..4], b"\x7fELF", "{} is not a CUBIN", spec.name);
-            }
-            Err(e) => failures.push(format!("{}: {e}", spec.name)),
+    // Modules compile independently: spread them over the cores (NVRTC compiles one module
+    // per call on one thread).
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(spec) = modules.get(i) else { break };
+                match compile_cubin(spec, 90) {
+                    // A CUBIN is an ELF image, not PTX text.
+                    Ok(cubin) if &cubin[..4] == b"\x7fELF" => {}
+                    Ok(_) => failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("{} is not a CUBIN", spec.name)),
+                    Err(e) => failures.lock().unwrap().push(format!("{}: {e}", spec.name)),
+                }
+            });
         }
-    }
+    });
+    let failures = failures.into_inner().unwrap();
     assert!(
         failures.is_empty(),
         "NVRTC {version:?}:\n{}",

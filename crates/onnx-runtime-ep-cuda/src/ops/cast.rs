@@ -137,6 +137,34 @@ fn cast(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Kern
     }))
 }
 
+/// A Cast kernel converting input 0 of `node` to `to`, for ops that learn `to` at run time
+/// (CastLike: the dtype of its second input).
+pub(super) fn cast_kernel_to(
+    rt: &Arc<CudaRuntime>,
+    node: &onnx_runtime_ir::Node,
+    to: DataType,
+) -> EpResult<Box<dyn Kernel>> {
+    let base = Base::new(rt, node);
+    let spec = cast_module(to).ok_or_else(|| {
+        base.unsupported(
+            to,
+            "the CUDA Cast produces numeric types and bool (not strings, float8 or 4-bit types)",
+        )
+    })?;
+    let module = base.module(&spec)?;
+    let mut from = HashMap::new();
+    for (dtype, tag, _) in TYPED {
+        from.insert(dtype, module.function(&format!("cast_from_{tag}"))?);
+    }
+    let copy = WidthFns::load(&*base.module(&copy_module())?, "copy_nd", "")?;
+    Ok(Box::new(CastKernel {
+        base,
+        to,
+        from,
+        copy,
+    }))
+}
+
 pub fn register(r: &mut Registry) {
     r.register("", "Cast", 1, cast);
 }

@@ -1,5 +1,6 @@
 //! CUDA kernels, one module per op family; each family registers its ops next to its code.
 
+mod attention;
 mod cast;
 pub mod common;
 mod construct;
@@ -8,14 +9,18 @@ mod cumsum;
 mod elementwise;
 mod gemm;
 mod index;
+mod loss;
 pub mod modules;
 mod movement;
 mod norm;
 pub mod params;
 mod pool;
+mod quant;
 mod reduce;
 mod reshape;
+mod rnn;
 mod select;
+mod tensor_misc;
 
 use crate::runtime::CudaRuntime;
 use onnx_runtime_ep_api::{EpResult, Kernel, KernelRequest, OpRegistry};
@@ -41,6 +46,11 @@ pub fn registry() -> Registry {
     gemm::register(&mut r);
     conv::register(&mut r);
     pool::register(&mut r);
+    quant::register(&mut r);
+    tensor_misc::register(&mut r);
+    attention::register(&mut r);
+    rnn::register(&mut r);
+    loss::register(&mut r);
     r
 }
 
@@ -54,5 +64,10 @@ pub fn family_modules() -> Vec<crate::compiler::ModuleSpec> {
     all.extend(gemm::modules());
     all.extend(conv::modules());
     all.extend(pool::modules());
+    all.extend(quant::modules());
+    all.extend(tensor_misc::modules());
+    all.extend(attention::modules());
+    all.extend(rnn::modules());
+    all.extend(loss::modules());
     all
 }

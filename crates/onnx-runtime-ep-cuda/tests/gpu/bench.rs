@@ -76,3 +76,76 @@ fn copy_kernels_throughput() {
         },
     );
 }
+
+/// Times `MatMul` of `a_shape @ b_shape` in `dtype` (printed as microseconds and TFLOP/s with
+/// `--nocapture`) and checks sampled output elements against a host dot product.
+fn bench_matmul(dtype: DataType, a_shape: &[usize], b_shape: &[usize], tol: f64) {
+    let ep = gpu();
+    let mut rng = Rng::new(81);
+    // Uniform values in [-1, 1), written straight to bytes (the weights have 16M elements).
+    let uniform = |rng: &mut Rng, shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let mut bytes = Vec::with_capacity(dtype.storage_bytes(n));
+        for _ in 0..n {
+            let v = (rng.next() >> 40) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0;
+            match dtype {
+                DataType::Float16 => bytes.extend(half::f16::from_f32(v).to_ne_bytes()),
+                DataType::BFloat16 => bytes.extend(half::bf16::from_f32(v).to_ne_bytes()),
+                _ => bytes.extend(v.to_ne_bytes()),
+            }
+        }
+        T::new(dtype, shape, bytes)
+    };
+    let (a, b) = (uniform(&mut rng, a_shape), uniform(&mut rng, b_shape));
+    let (k, n) = (b_shape[b_shape.len() - 2], b_shape[b_shape.len() - 1]);
+    let rows = a.numel() / k;
+    let mut out_shape = a_shape.to_vec();
+    *out_shape.last_mut().unwrap() = n;
+    let node = node("MatMul", 2, 1, &[]);
+    let kernel = ep
+        .get_kernel(&node, &[a_shape.to_vec(), b_shape.to_vec()], 13)
+        .unwrap();
+    let mut bound = Bound::new(&ep, &[a.clone(), b.clone()], &[(dtype, out_shape.clone())]);
+    bound.execute(kernel.as_ref()).unwrap();
+    ep.runtime().synchronize().unwrap();
+    let runs = 50;
+    let start = std::time::Instant::now();
+    for _ in 0..runs {
+        bound.execute(kernel.as_ref()).unwrap();
+    }
+    ep.runtime().synchronize().unwrap();
+    let secs = start.elapsed().as_secs_f64() / runs as f64;
+    let flops = 2.0 * rows as f64 * k as f64 * n as f64;
+    eprintln!(
+        "MatMul {a_shape:?} @ {b_shape:?} {dtype}: {:.1} us, {:.1} TFLOP/s",
+        secs * 1e6,
+        flops / secs / 1e12
+    );
+    let got = &bound.read().unwrap()[0];
+    for _ in 0..200 {
+        let (i, j) = (rng.below(rows), rng.below(n));
+        let want: f64 = (0..k)
+            .map(|p| get(&a, i * k + p) * get(&b, p * n + j))
+            .sum();
+        let g = get(got, i * n + j);
+        assert!(
+            (g - want).abs() <= tol * (1.0 + want.abs()),
+            "MatMul {dtype} ({i}, {j}): got {g}, want {want}"
+        );
+    }
+}
+
+#[test]
+fn matmul_throughput() {
+    // BERT-base feed-forward (batch 1, 128 tokens) and LLM decode (one token).
+    for dtype in [DataType::Float32, DataType::Float16, DataType::BFloat16] {
+        let tol = if dtype == DataType::Float32 {
+            1e-3
+        } else {
+            3e-2
+        };
+        bench_matmul(dtype, &[1, 128, 768], &[768, 3072], tol);
+        bench_matmul(dtype, &[1, 1, 4096], &[4096, 4096], tol);
+    }
+    bench_matmul(DataType::Float16, &[8, 512, 1024], &[1024, 4096], 3e-2);
+}

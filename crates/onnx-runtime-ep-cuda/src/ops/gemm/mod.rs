@@ -1,0 +1,59 @@
+//! Matrix products: MatMul (opsets 1, 9, 13), Gemm (7, 9, 11, 13), com.microsoft FusedMatMul,
+//! the session's internal MatMulBias, MatMulInteger (10) and QLinearMatMul (10, 21).
+//!
+//! Float products (float32, float16, bfloat16 with float32 accumulation, float64) run on
+//! cuBLASLt ([`blas`]): one handle and one 32 MiB workspace per runtime, the heuristic's
+//! algorithm chosen once per (shapes, strides, dtype, transposes, epilogue, alignment) and kept
+//! by the kernel, so `execute` makes no heuristic query on the hot path. Row-major products map
+//! onto the column-major library by computing the transposed product; a transposed view of an
+//! input is a transpose flag and a leading dimension, never a copy. Batches are one strided
+//! batched call (a broadcast operand has batch stride 0), or one tall GEMM when every batch reads
+//! the same right-hand matrix (weights), or a loop over the outer batch axes when broadcasting
+//! cannot be one stride. Bias and ReLU / tanh-GELU run in cuBLASLt's epilogue; other
+//! activations, Gemm's broadcast C and K = 0 run in a small kernel of `kernels/gemm.cu`.
+//!
+//! float32 computes in true FP32 (`CUBLAS_COMPUTE_32F`); `ONNX_RUNTIME_CUDA_TF32=1` in the
+//! environment (read once) lets float32 products use TF32 tensor cores.
+//!
+//! Integer products (int32/int64/uint32/uint64 MatMul and Gemm with wrapping arithmetic,
+//! MatMulInteger, QLinearMatMul) run on a tiled kernel of our own that reads any strides and
+//! subtracts zero points as it loads.
+
+mod blas;
+mod driver;
+mod gemm_op;
+mod integer;
+mod matmul;
+mod shape;
+
+use super::Registry;
+use crate::compiler::ModuleSpec;
+
+/// The session's internal domain (`onnx_runtime_ep_cpu::INTERNAL_DOMAIN`, repeated here: the
+/// CUDA crate does not depend on the CPU provider).
+pub const INTERNAL_DOMAIN: &str = "ai.onnx_runtime_rs.internal";
+
+/// The epilogue and integer-product kernels.
+pub(crate) fn gemm_module() -> ModuleSpec {
+    ModuleSpec::new("gemm", include_str!("../../kernels/gemm.cu")).with_half()
+}
+
+pub fn register(r: &mut Registry) {
+    for since in [1, 9, 13] {
+        r.register("", "MatMul", since, matmul::matmul);
+    }
+    r.register("com.microsoft", "FusedMatMul", 1, matmul::fused_matmul);
+    r.register(INTERNAL_DOMAIN, "MatMulBias", 1, matmul::matmul_bias);
+    for since in [7, 9, 11, 13] {
+        r.register("", "Gemm", since, gemm_op::gemm);
+    }
+    r.register("", "MatMulInteger", 10, integer::matmul_integer);
+    for since in [10, 21] {
+        r.register("", "QLinearMatMul", since, integer::qlinear_matmul);
+    }
+}
+
+/// The NVRTC modules this family compiles (all variants, for the compile test).
+pub fn modules() -> Vec<ModuleSpec> {
+    vec![gemm_module()]
+}
