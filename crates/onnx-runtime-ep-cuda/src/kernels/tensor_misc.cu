@@ -4,7 +4,7 @@
 //                flags (`sel_count_w*`), their scan (`sel_scan`), the write of each set
 //                element's rank (`sel_write_w*`: NonZero's coordinates or Compress's selected
 //                indices) and Compress's gather (`compress_gather_w*`);
-//   MISC_TYPED   typed: CumProd (`cumprod_<t>`) and Col2Im (`col2im_<t>`).
+//   MISC_TYPED   typed: Col2Im (`col2im_<t>`).
 
 #ifdef MISC_MOVE
 
@@ -343,74 +343,6 @@ COMPRESS(16)
 #endif // MISC_MOVE
 
 #ifdef MISC_TYPED
-
-// ---- CumProd ----
-
-struct CumParams {
-  i64 lines;
-  i32 rank;
-  i32 exclusive;
-  i64 dims[MAX_RANK]; // shape with the scanned axis set to 1
-  i64 in_strides[MAX_RANK];
-  i64 out_strides[MAX_RANK];
-  i64 len;
-  i64 in_axis_stride;
-  i64 out_axis_stride;
-  i32 reverse;
-  i32 _pad;
-};
-
-// Products wrap for integers (computed unsigned: signed overflow is undefined in C++).
-template <typename T> __device__ __forceinline__ T mul_wrap(T a, T b) {
-  if constexpr (same_type<T, int>::value) {
-    return (int)((u32)a * (u32)b);
-  } else if constexpr (same_type<T, long long>::value) {
-    return (long long)((u64)a * (u64)b);
-  } else {
-    return a * b;
-  }
-}
-
-// One thread scans one line; half types multiply in float and narrow each output.
-template <typename T>
-__device__ void cumprod_nd(const T *__restrict__ in, T *__restrict__ out, const CumParams &p) {
-  GRID_LOOP(line, p.lines) {
-    i64 rem = line, io = 0, oo = 0;
-    #pragma unroll 1
-    for (int k = p.rank - 1; k >= 0; --k) {
-      const i64 c = rem % p.dims[k];
-      rem /= p.dims[k];
-      io += c * p.in_strides[k];
-      oo += c * p.out_strides[k];
-    }
-    decltype(widen(T())) acc = 1;
-#pragma unroll 1
-    for (i64 s = 0; s < p.len; ++s) {
-      const i64 j = p.reverse ? (p.len - 1 - s) : s;
-      const auto v = widen(in[io + j * p.in_axis_stride]);
-      if (p.exclusive) {
-        out[oo + j * p.out_axis_stride] = Narrow<T>::from(acc);
-        acc = mul_wrap(acc, v);
-      } else {
-        acc = mul_wrap(acc, v);
-        out[oo + j * p.out_axis_stride] = Narrow<T>::from(acc);
-      }
-    }
-  }
-}
-
-#define CUMPROD(NAME, T)                                                                      \
-  extern "C" __global__ void cumprod_##NAME(const T *in, T *out, CumParams p) {              \
-    cumprod_nd(in, out, p);                                                                   \
-  }
-CUMPROD(f32, float)
-CUMPROD(f64, double)
-CUMPROD(f16, f16)
-CUMPROD(bf16, bf16)
-CUMPROD(i32, int)
-CUMPROD(i64, long long)
-CUMPROD(u32, unsigned int)
-CUMPROD(u64, unsigned long long)
 
 // ---- Col2Im ----
 

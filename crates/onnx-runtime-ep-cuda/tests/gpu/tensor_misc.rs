@@ -1,4 +1,4 @@
-//! CastLike, EyeLike, CumProd, ReverseSequence, CenterCropPad, Compress and NonZero against
+//! CastLike, EyeLike, CumProd (the loss family registers it), ReverseSequence, CenterCropPad, Compress and NonZero against
 //! the CPU provider: several dtypes and element widths, strided layouts, negative axes,
 //! empty and all-false selections, multi-tile scans, and errors naming the node.
 

@@ -1,12 +1,12 @@
 //! Miscellaneous tensor ops: CastLike (through the Cast kernels, built for the second input's
-//! dtype on first sight), EyeLike, CumProd, ReverseSequence, CenterCropPad (through the Pad
+//! dtype on first sight), EyeLike, ReverseSequence, CenterCropPad (through the Pad
 //! kernel), Col2Im (`col2im`) and the data-dependent NonZero and Compress (`select`).
 
 mod col2im;
 mod select;
 
 use super::common::*;
-use super::params::{CumSumParams, PadParams, MAX_RANK};
+use super::params::{PadParams, MAX_RANK};
 use super::Registry;
 use crate::compiler::ModuleSpec;
 use crate::runtime::{CudaRuntime, Function};
@@ -24,7 +24,7 @@ fn move_module() -> ModuleSpec {
     ModuleSpec::new("tensor_misc", SOURCE).define("MISC_MOVE", "1")
 }
 
-/// CumProd and Col2Im, typed.
+/// Col2Im, typed.
 fn typed_module() -> ModuleSpec {
     ModuleSpec::new("tensor_misc_typed", SOURCE)
         .define("MISC_TYPED", "1")
@@ -216,116 +216,6 @@ fn eye_like(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn 
         k: attr_int(node, "k")?.unwrap_or(0),
         dtype,
         fns,
-    }))
-}
-
-// ---- CumProd ----
-
-struct CumProdKernel {
-    base: Base,
-    host: HostReads,
-    exclusive: bool,
-    reverse: bool,
-    typed: HashMap<DataType, Function>,
-}
-
-impl CumProdKernel {
-    /// The kernel for the input's dtype and the normalized axis (host-read).
-    fn plan(&self, x: &TensorView<'_>, host: &HostValues) -> EpResult<(Function, usize)> {
-        let base = &self.base;
-        let axis = match host.get(1).cloned().flatten().as_deref() {
-            Some([a]) => *a,
-            _ => return Err(base.err("axis must be a one-element int32/int64 tensor")),
-        };
-        let f = *self.typed.get(&x.dtype).ok_or_else(|| {
-            base.unsupported(
-                x.dtype,
-                "CumProd takes uint32, uint64, int32, int64, float16, float, double or bfloat16",
-            )
-        })?;
-        if x.rank() == 0 {
-            return Err(base.err("CumProd needs a tensor of rank 1 or more"));
-        }
-        Ok((f, base.axis(axis, x.rank(), "axis")?))
-    }
-}
-
-impl Kernel for CumProdKernel {
-    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
-        let base = &self.base;
-        let x = base.req(inputs, 0)?;
-        check_view_rank(base, x.shape)?;
-        self.plan(x, &self.host.peek(base, inputs)?)?;
-        Ok(vec![(x.dtype, x.shape.to_vec())])
-    }
-
-    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
-        let base = &self.base;
-        let x = base.req(inputs, 0)?;
-        base.expect_outputs(outputs, &[(x.dtype, x.shape.to_vec())])?;
-        check_view_rank(base, x.shape)?;
-        let host = self.host.values(base, inputs, outputs)?;
-        let (f, axis) = self.plan(x, &host)?;
-        let out = &outputs[0];
-        let len = x.shape[axis];
-        let lines: usize = x.shape.iter().product::<usize>() / len.max(1);
-        if len == 0 || lines == 0 {
-            return Ok(());
-        }
-        let mut dims: Vec<i64> = x.shape.iter().map(|&d| d as i64).collect();
-        dims[axis] = 1;
-        let mut p = CumSumParams {
-            lines: lines as i64,
-            rank: x.rank() as i32,
-            exclusive: self.exclusive as i32,
-            len: len as i64,
-            in_axis_stride: x.strides[axis] as i64,
-            out_axis_stride: out.strides[axis] as i64,
-            reverse: self.reverse as i32,
-            ..Default::default()
-        };
-        p.dims = fill(&dims);
-        p.in_strides = fill(&istrides(x.strides));
-        p.out_strides = fill(&istrides(out.strides));
-        let (mut pi, mut po) = (ptr_of(x), mut_ptr_of(out));
-        let mut args = [arg(&mut pi), arg(&mut po), arg(&mut p)];
-        // SAFETY: cumprod_T(in, out, CumParams (laid out as CumSumParams)) walks inside both
-        // views.
-        unsafe { base.rt.launch(f, lines as u64, &mut args) }
-    }
-
-    fn capture_support(&self) -> CaptureSupport {
-        self.host.capture_support(&self.base)
-    }
-
-    fn set_constant_inputs(&mut self, constant: &[bool]) {
-        self.host.set_constant(constant);
-    }
-}
-
-fn cumprod(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Kernel>> {
-    let base = Base::new(rt, req.node);
-    let module = base.module(&typed_module())?;
-    let mut typed = HashMap::new();
-    for (dtype, tag) in [
-        (DataType::Float32, "f32"),
-        (DataType::Float64, "f64"),
-        (DataType::Float16, "f16"),
-        (DataType::BFloat16, "bf16"),
-        (DataType::Int32, "i32"),
-        (DataType::Int64, "i64"),
-        (DataType::Uint32, "u32"),
-        (DataType::Uint64, "u64"),
-    ] {
-        typed.insert(dtype, module.function(&format!("cumprod_{tag}"))?);
-    }
-    let host = HostReads::new(&base, &[1], "axis input");
-    Ok(Box::new(CumProdKernel {
-        base,
-        host,
-        exclusive: attr_int(req.node, "exclusive")?.unwrap_or(0) != 0,
-        reverse: attr_int(req.node, "reverse")?.unwrap_or(0) != 0,
-        typed,
     }))
 }
 
@@ -574,7 +464,6 @@ fn center_crop_pad(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<B
 pub fn register(r: &mut Registry) {
     r.register("", "CastLike", 15, cast_like);
     r.register("", "EyeLike", 9, eye_like);
-    r.register("", "CumProd", 26, cumprod);
     r.register("", "ReverseSequence", 10, reverse_sequence);
     r.register("", "CenterCropPad", 18, center_crop_pad);
     select::register(r);
