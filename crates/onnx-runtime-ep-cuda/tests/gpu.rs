@@ -9,10 +9,10 @@
 #[path = "gpu/harness.rs"]
 mod harness;
 
-#[path = "gpu/bench.rs"]
-mod bench;
 #[path = "gpu/attention.rs"]
 mod attention;
+#[path = "gpu/bench.rs"]
+mod bench;
 #[path = "gpu/capture.rs"]
 mod capture;
 #[path = "gpu/construct.rs"]
@@ -31,6 +31,8 @@ mod loss;
 mod movement;
 #[path = "gpu/norm.rs"]
 mod norm;
+#[path = "gpu/output_types.rs"]
+mod output_types;
 #[path = "gpu/pool.rs"]
 mod pool;
 #[path = "gpu/quant.rs"]
@@ -41,5 +43,3 @@ mod reduce;
 mod rnn;
 #[path = "gpu/tensor_misc.rs"]
 mod tensor_misc;
-#[path = "gpu/output_types.rs"]
-mod output_types;

@@ -464,6 +464,10 @@ pub fn assert_close_to(got: &T, want: &T, rtol: f64, atol: f64, what: &str) {
         } else {
             (g - w).abs() <= atol + rtol * w.abs()
         };
-        assert!(ok, "{what}: element {i} of {:?}: got {g}, want {w}", want.shape);
+        assert!(
+            ok,
+            "{what}: element {i} of {:?}: got {g}, want {w}",
+            want.shape
+        );
     }
 }
