@@ -1,9 +1,9 @@
 //! `onnx-runtime bench`: latency percentiles and throughput on random inputs.
 
-use crate::run::gather_inputs;
+use crate::run::{gather_inputs, load_session};
 use indicatif::{ProgressBar, ProgressStyle};
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{Profile, Session, SessionOptions};
+use onnx_runtime_session::{Profile, SessionOptions};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,7 @@ pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
         return Err("--iterations must be at least 1".into());
     }
     let t0 = Instant::now();
-    let session = Session::from_file(path, o.options.clone()).map_err(|e| e.to_string())?;
+    let session = load_session(path, o.options.clone())?;
     let load = t0.elapsed();
     let feeds = gather_inputs(&session, o.inputs, true, o.dims, 0)?;
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();

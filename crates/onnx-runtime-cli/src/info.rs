@@ -27,7 +27,7 @@ fn count_ops(graph: &Graph, counts: &mut BTreeMap<String, usize>) {
 }
 
 pub fn info(path: &Path, level: OptimizationLevel) -> Result<(), String> {
-    let model = Model::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let model = Model::load(path).map_err(|e| e.to_string())?;
     let g = &model.graph;
     println!("model: {}", path.display());
     println!(
@@ -40,15 +40,23 @@ pub fn info(path: &Path, level: OptimizationLevel) -> Result<(), String> {
         .map(|(d, v)| format!("{}={v}", if d.is_empty() { "ai.onnx" } else { d }))
         .collect();
     println!("opsets: {}", opsets.join(", "));
+    // The inputs a caller feeds first; initializers that are also listed as inputs (every
+    // weight, in models of IR version 3) folded into one line.
     println!("inputs:");
+    let mut with_init = Vec::new();
     for &v in &g.inputs {
         let value = g.value(v);
-        let init = if g.initializer(v).is_some() {
-            " (has an initializer)"
+        if g.initializer(v).is_some() {
+            with_init.push(value.name.as_str());
         } else {
-            ""
-        };
-        println!("  {}: {}{init}", value.name, describe_type(&value.ty));
+            println!("  {}: {}", value.name, describe_type(&value.ty));
+        }
+    }
+    if !with_init.is_empty() {
+        println!(
+            "  {}",
+            folded_initializers(&with_init, model.ir_version, level)
+        );
     }
     println!("outputs:");
     for &v in &g.outputs {
@@ -110,6 +118,29 @@ pub fn info(path: &Path, level: OptimizationLevel) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// One line for the inputs that have an initializer: how many, whether a run may feed them,
+/// and the first few names.
+fn folded_initializers(names: &[&str], ir_version: i64, level: OptimizationLevel) -> String {
+    const SHOWN: usize = 3;
+    // As Session::from_model: with IR version < 4 and optimization on, they are constants.
+    let role = if ir_version < 4 && level != OptimizationLevel::None {
+        format!(
+            "constants here (IR version {ir_version} with --optimize {}; with --optimize none, \
+             --input NAME=FILE may override them)",
+            format!("{level:?}").to_lowercase()
+        )
+    } else {
+        "defaults that --input NAME=FILE may override".to_string()
+    };
+    let mut list = names[..names.len().min(SHOWN)].join(", ");
+    if names.len() > SHOWN {
+        list.push_str(&format!(", ... ({} more)", names.len() - SHOWN));
+    }
+    let n = names.len();
+    let what = if n == 1 { "input has" } else { "inputs have" };
+    format!("+ {n} {what} an initializer, {role}: {list}")
 }
 
 /// Ops of `graph` (and its subgraphs) the CUDA provider has no kernel for, from its registry

@@ -4,10 +4,11 @@ mod bench;
 mod conformance;
 mod info;
 mod npy;
+mod ops;
 mod run;
 mod values;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_session::{OptimizationLevel, SessionOptions};
 use std::path::PathBuf;
@@ -21,9 +22,6 @@ use std::sync::Arc;
     about = "Run ONNX models on the CPU (and CUDA)"
 )]
 struct Cli {
-    /// Worker threads for kernels (default: one per core).
-    #[arg(long, global = true)]
-    threads: Option<usize>,
     /// Graph optimizations at session build: none (run the graph as written), basic
     /// (no-op removal, BatchNormalization/Mul/Add folded into Conv) or all (basic plus
     /// fusions into com.microsoft kernels).
@@ -34,16 +32,25 @@ struct Cli {
         value_name = "none|basic|all"
     )]
     optimize: OptimizationLevel,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How the commands that run a model (run, test, bench) run it. `info` runs nothing and
+/// takes none of these.
+#[derive(Args, Clone, Copy, Debug)]
+struct Exec {
+    /// Worker threads for kernels (default: one per core).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// Where nodes run: cpu, or cuda (every node the CUDA provider has a kernel for runs on
     /// GPU 0, the rest on the CPU; inputs and outputs stay on the host).
-    #[arg(long, global = true, value_enum, default_value = "cpu")]
+    #[arg(long, value_enum, default_value = "cpu")]
     ep: Ep,
     /// Let idle worker threads sleep during a run instead of polling for work (less CPU
     /// time on the other cores, more latency; see SessionOptions::spin).
-    #[arg(long, global = true)]
+    #[arg(long)]
     no_spin: bool,
-    #[command(subcommand)]
-    command: Command,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -56,6 +63,7 @@ pub enum Ep {
 enum Command {
     /// Run a model once and print (and optionally save) its outputs.
     Run {
+        /// The model file (.onnx).
         model: PathBuf,
         /// An input from a file: NAME=FILE.npy or NAME=FILE.pb (a serialized TensorProto,
         /// SequenceProto, OptionalProto or MapProto).
@@ -64,20 +72,39 @@ enum Command {
         /// Random values for every input not given with --input.
         #[arg(long)]
         random_inputs: bool,
-        /// The size of a symbolic dimension for random inputs (default 1).
+        /// The size of a symbolic dimension of the random inputs (default 1); NAME must be
+        /// one of the dimension names the model's inputs declare.
         #[arg(long = "dim", value_name = "NAME=SIZE")]
         dims: Vec<String>,
         /// Write each output to DIR/NAME.npy (or .pb with --format pb).
         #[arg(long)]
         output_dir: Option<PathBuf>,
+        /// The files --output-dir writes: npy (numpy arrays; outputs that are not numeric or
+        /// bool tensors are written as .pb all the same) or pb (serialized ONNX TensorProto,
+        /// SequenceProto, OptionalProto or MapProto, as the backend test data stores them).
         #[arg(long, value_enum, default_value = "npy")]
         format: run::Format,
         /// Seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        #[command(flatten)]
+        exec: Exec,
     },
     /// Describe a model: inputs, outputs, opsets, ops, and what each provider cannot run.
-    Info { model: PathBuf },
+    Info {
+        /// The model file (.onnx).
+        model: PathBuf,
+    },
+    /// List every (domain, op, since-version) each execution provider registers.
+    Ops {
+        /// Only this provider's ops (default: both, one line per op).
+        #[arg(long, value_enum)]
+        ep: Option<Ep>,
+        /// The Markdown page docs/operators.md is generated from (both providers side by
+        /// side).
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Run ONNX backend test cases (folders with model.onnx and test_data_set_*).
     Test {
         /// Case folders, or folders of case folders.
@@ -95,23 +122,32 @@ enum Command {
         /// Cases run in parallel (default: one per core).
         #[arg(short = 'j', long = "jobs")]
         jobs: Option<usize>,
+        #[command(flatten)]
+        exec: Exec,
     },
     /// Measure latency and throughput on random inputs.
     Bench {
+        /// The model file (.onnx).
         model: PathBuf,
-        #[arg(long, default_value_t = 3)]
+        /// Untimed runs first (they warm caches, the allocator and the thread pool).
+        #[arg(long, value_name = "N", default_value_t = 3)]
         warmup: usize,
-        #[arg(long, default_value_t = 20)]
+        /// Timed runs (at least 1); the latency percentiles are over these.
+        #[arg(long, value_name = "N", default_value_t = 20)]
         iterations: usize,
         /// An input from a file (NAME=FILE.npy or .pb); the others are random.
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
+        /// The size of a symbolic dimension of the random inputs (default 1); NAME must be
+        /// one of the dimension names the model's inputs declare.
         #[arg(long = "dim", value_name = "NAME=SIZE")]
         dims: Vec<String>,
         /// After the timed runs, time every node over as many runs again and print where
         /// the time goes, by op type and by node (the N most expensive of each).
         #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "15")]
         profile: Option<usize>,
+        #[command(flatten)]
+        exec: Exec,
     },
 }
 
@@ -164,7 +200,7 @@ fn main() -> ExitCode {
     restore_sigpipe();
     keep_freed_memory();
     let cli = Cli::parse();
-    if let Some(n) = cli.threads {
+    if let Some(n) = cli.command.exec().and_then(|e| e.threads) {
         if let Err(e) = rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .build_global()
@@ -183,12 +219,26 @@ fn main() -> ExitCode {
     }
 }
 
+impl Command {
+    /// How the command runs the model; `None` for `info`, which runs nothing.
+    fn exec(&self) -> Option<Exec> {
+        match self {
+            Command::Run { exec, .. }
+            | Command::Test { exec, .. }
+            | Command::Bench { exec, .. } => Some(*exec),
+            Command::Info { .. } | Command::Ops { .. } => None,
+        }
+    }
+}
+
 /// Runs the subcommand; the exit code, or the error to print.
 fn dispatch(cli: Cli) -> Result<i32, String> {
+    let exec = cli.command.exec();
+    let ep = exec.map_or(Ep::Cpu, |e| e.ep);
     // Optimization and spinning from the command line; `session_options` adds the device.
     let base = SessionOptions {
         optimization: cli.optimize,
-        spin: !cli.no_spin,
+        spin: !exec.is_some_and(|e| e.no_spin),
         ..Default::default()
     };
     match cli.command {
@@ -200,6 +250,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             output_dir,
             format,
             seed,
+            ..
         } => run::run(run::RunArgs {
             model,
             inputs,
@@ -208,19 +259,21 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             output_dir,
             format,
             seed,
-            options: session_options(&base, cli.ep)?,
+            options: session_options(&base, ep)?,
         })
         .map(|_| 0),
         Command::Info { model } => info::info(&model, cli.optimize).map(|_| 0),
+        Command::Ops { ep, markdown } => ops::ops(ep, markdown),
         Command::Test {
             dirs,
             pass_list,
             write_pass_list,
             filter,
             jobs,
+            ..
         } => {
             // Check once that the device exists; the runner makes one provider per worker.
-            let device: Option<conformance::MakeDevice> = match cli.ep {
+            let device: Option<conformance::MakeDevice> = match ep {
                 Ep::Cpu => None,
                 Ep::Cuda => {
                     cuda_provider()?;
@@ -246,6 +299,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             inputs,
             dims,
             profile,
+            ..
         } => bench::bench(
             &model,
             &bench::BenchOptions {
@@ -253,8 +307,8 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
                 iterations,
                 inputs: &inputs,
                 dims: &dims,
-                threads: cli.threads,
-                options: session_options(&base, cli.ep)?,
+                threads: exec.and_then(|e| e.threads),
+                options: session_options(&base, ep)?,
                 profile,
             },
         )

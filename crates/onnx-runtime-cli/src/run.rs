@@ -5,8 +5,10 @@ use crate::values::{
     Rng,
 };
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{describe_type, Session, SessionOptions};
-use std::path::PathBuf;
+use onnx_runtime_ir::{Dim, ValueType};
+use onnx_runtime_session::{describe_type, IoInfo, Session, SessionOptions};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -27,6 +29,60 @@ pub struct RunArgs {
     pub options: SessionOptions,
 }
 
+/// Loads and compiles a model. Load errors name the file once (the loader's messages do).
+pub fn load_session(path: &Path, options: SessionOptions) -> Result<Session, String> {
+    let model = onnx_runtime_loader::Model::load(path).map_err(|e| e.to_string())?;
+    Session::from_model(model, options).map_err(|e| e.to_string())
+}
+
+/// The names of the symbolic dimensions the inputs declare.
+fn symbolic_dims(inputs: &[IoInfo]) -> BTreeSet<&str> {
+    let mut names = BTreeSet::new();
+    for io in inputs {
+        if let Some(ValueType::Tensor {
+            shape: Some(shape), ..
+        }) = &io.ty
+        {
+            for d in shape.dims() {
+                if let Dim::Symbolic(name) = d {
+                    names.insert(name.as_str());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Every `--dim` name must be a symbolic dimension of an input (a misspelt name would
+/// otherwise be ignored and the dimension left at 1).
+fn check_dims(dims: &HashMap<String, usize>, inputs: &[IoInfo]) -> Result<(), String> {
+    let known = symbolic_dims(inputs);
+    let mut unknown: Vec<&str> = dims
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !known.contains(n))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    unknown.sort();
+    let has = if known.is_empty() {
+        "its inputs have no symbolic dimensions (every size is fixed)".to_string()
+    } else {
+        let names: Vec<&str> = known.into_iter().collect();
+        format!("its inputs' symbolic dimensions are {}", names.join(", "))
+    };
+    Err(format!(
+        "--dim {}: the model has no symbolic dimension of {}; {has}",
+        unknown.join(", "),
+        if unknown.len() == 1 {
+            "that name"
+        } else {
+            "those names"
+        }
+    ))
+}
+
 /// The feeds for `session`: files named on the command line, random values for the rest
 /// when asked for.
 pub fn gather_inputs(
@@ -37,6 +93,7 @@ pub fn gather_inputs(
     seed: u64,
 ) -> Result<Vec<(String, Value)>, String> {
     let dims = parse_dims(dims)?;
+    check_dims(&dims, session.inputs())?;
     let mut feeds = Vec::new();
     for (name, file) in parse_pairs(files, "--input")? {
         let io = session
@@ -72,8 +129,7 @@ pub fn gather_inputs(
 
 pub fn run(args: RunArgs) -> Result<(), String> {
     let t0 = Instant::now();
-    let session =
-        Session::from_file(&args.model, args.options.clone()).map_err(|e| e.to_string())?;
+    let session = load_session(&args.model, args.options.clone())?;
     let load = t0.elapsed();
     let feeds = gather_inputs(
         &session,
@@ -82,13 +138,15 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         &args.dims,
         args.seed,
     )?;
-    for (name, v) in &feeds {
-        println!("input  {}", summarize(name, v));
-    }
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     let t1 = Instant::now();
     let outputs = session.run(&refs).map_err(|e| e.to_string())?;
     let elapsed = t1.elapsed();
+    // The inputs are summarised once the run has accepted them (a rejected input is reported
+    // by the error alone).
+    for (name, v) in &feeds {
+        println!("input  {}", summarize(name, v));
+    }
     for (name, v) in &outputs {
         println!("output {}", summarize(name, v));
     }

@@ -24,7 +24,7 @@ pub fn read_value_file(path: &Path, ty: Option<&ValueType>) -> Result<Value, Str
     };
     let ty = ty.unwrap_or(&default_ty);
     let data = onnx_runtime_loader::data::read_value(&bytes, ty)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| e.in_file(path).to_string())?;
     value_from_data(&data, Some(ty)).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -199,6 +199,34 @@ fn summarize_tensor(t: &Tensor) -> String {
         s.push_str(&format!(" {first:?}"));
         return s;
     }
+    if t.dtype() == DataType::Bool {
+        let v = t.to_i64_vec().unwrap_or_default();
+        let first: Vec<&str> = v
+            .iter()
+            .take(6)
+            .map(|&x| if x != 0 { "true" } else { "false" })
+            .collect();
+        let more = if v.len() > 6 { ", ..." } else { "" };
+        let n_true = v.iter().filter(|&&x| x != 0).count();
+        s.push_str(&format!(
+            " [{}{more}] {n_true} true of {}",
+            first.join(", "),
+            v.len()
+        ));
+        return s;
+    }
+    if let Some(v) = integers(t) {
+        // Integers as integers (through f64 they would print as 3.000000, and lose digits
+        // past 2^53).
+        let first: Vec<String> = v.iter().take(6).map(|x| x.to_string()).collect();
+        let more = if v.len() > 6 { ", ..." } else { "" };
+        s.push_str(&format!(" [{}{more}]", first.join(", ")));
+        if let (Some(min), Some(max)) = (v.iter().min(), v.iter().max()) {
+            let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
+            s.push_str(&format!(" min {min} max {max} mean {mean:.6}"));
+        }
+        return s;
+    }
     if let Some(v) = t.to_f64_vec() {
         let first: Vec<String> = v.iter().take(6).map(|x| format!("{x:.6}")).collect();
         let more = if v.len() > 6 { ", ..." } else { "" };
@@ -211,6 +239,17 @@ fn summarize_tensor(t: &Tensor) -> String {
         }
     }
     s
+}
+
+/// The elements of an integer tensor (int8..int64, uint8..uint64), exactly.
+fn integers(t: &Tensor) -> Option<Vec<i128>> {
+    match t.dtype() {
+        DataType::Uint64 => Some(t.data::<u64>().iter().map(|&x| x as i128).collect()),
+        d if d.is_integer() => t
+            .to_i64_vec()
+            .map(|v| v.into_iter().map(i128::from).collect()),
+        _ => None,
+    }
 }
 
 /// Parses `name=value` pairs.

@@ -82,6 +82,21 @@ impl LoadError {
         self
     }
 
+    /// Names the file a value was read from: the error's origin becomes `path` where it was
+    /// a placeholder (`<tensor>`, `<sequence>`... for bytes read without a file name), so the
+    /// message names the file once. Errors that already name a file are left as they are.
+    pub fn in_file(mut self, path: &std::path::Path) -> Self {
+        if let LoadError::Invalid { origin, .. }
+        | LoadError::ExternalData { origin, .. }
+        | LoadError::Decode { origin, .. } = &mut self
+        {
+            if origin.is_empty() || origin.starts_with('<') {
+                *origin = path.display().to_string();
+            }
+        }
+        self
+    }
+
     /// Sets the file (or `<bytes>`) the error came from.
     pub(crate) fn with_origin(mut self, name: &str) -> Self {
         if let LoadError::Invalid { origin, .. }

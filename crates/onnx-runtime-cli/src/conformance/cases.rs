@@ -131,9 +131,26 @@ fn dummy_input(ty: &Option<ValueType>) -> Result<Value, String> {
     Ok(Value::Tensor(Tensor::from_vec(shape, v)))
 }
 
-/// Runs one case; `Ok` holds how many node calls ran on the session's device, `Err` says why
-/// the case failed.
-pub fn run_case(case: &Case, options: &SessionOptions) -> Result<usize, String> {
+/// Where a passing case's nodes ran, with an accelerator.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceUse {
+    /// Node calls that ran on the device.
+    pub calls: usize,
+    /// Device node calls whose kernel refused the inputs at run time (the CPU ran them).
+    pub refused: usize,
+    /// The ops of the main graph's nodes placed on the host, each once.
+    pub host_ops: Vec<String>,
+}
+
+impl DeviceUse {
+    /// Every node that ran (folded constants excepted) ran on the device.
+    pub fn all_on_device(&self) -> bool {
+        self.host_ops.is_empty() && self.refused == 0
+    }
+}
+
+/// Runs one case; `Ok` says where its nodes ran, `Err` says why the case failed.
+pub fn run_case(case: &Case, options: &SessionOptions) -> Result<DeviceUse, String> {
     let model = onnx_runtime_loader::Model::load(&case.model).map_err(|e| format!("load: {e}"))?;
     let session = Session::from_model(model, options.clone()).map_err(|e| e.to_string())?;
     let required: Vec<_> = session.required_inputs().cloned().collect();
@@ -200,5 +217,13 @@ pub fn run_case(case: &Case, options: &SessionOptions) -> Result<usize, String> 
                 .map_err(|e| format!("{at}output {i} '{}': {e}", got[i].0))?;
         }
     }
-    Ok(session.device_calls().0)
+    let (calls, refused) = session.device_calls();
+    let mut host_ops: Vec<String> = session.host_nodes().iter().map(|h| h.op.clone()).collect();
+    host_ops.sort();
+    host_ops.dedup();
+    Ok(DeviceUse {
+        calls,
+        refused,
+        host_ops,
+    })
 }

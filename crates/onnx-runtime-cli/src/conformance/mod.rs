@@ -3,14 +3,14 @@
 mod cases;
 pub mod compare;
 
-use cases::{discover, run_case, Case};
+use cases::{discover, run_case, Case, DeviceUse};
 use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_session::SessionOptions;
 use rayon::prelude::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Makes an accelerator provider, or says why there is none.
@@ -28,8 +28,8 @@ pub struct TestArgs {
 }
 
 enum Outcome {
-    /// Passed, with the number of node calls that ran on the device.
-    Pass(usize),
+    /// Passed, with where its nodes ran.
+    Pass(DeviceUse),
     Fail(String),
 }
 
@@ -77,15 +77,57 @@ fn guarded(case: &Case, options: &SessionOptions) -> Outcome {
     }
 }
 
-fn read_list(path: &PathBuf) -> Result<BTreeSet<String>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read pass list {}: {e}", path.display()))?;
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect())
+/// A pass list file: one case name a line; `#` starts a comment line. A comment
+/// `# off: NAME: why` keeps NAME off the list on purpose (say, expected data that encodes
+/// behaviour the spec leaves undefined): it is neither expected to pass nor suggested, and
+/// rewriting the list keeps it off.
+#[derive(Debug, Default)]
+struct PassList {
+    names: BTreeSet<String>,
+    /// The names kept off, with why.
+    off: BTreeMap<String, String>,
+    /// Every comment line, in order (kept when the list is rewritten).
+    comments: Vec<String>,
+}
+
+impl PassList {
+    fn parse(text: &str) -> PassList {
+        let mut list = PassList::default();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if let Some(comment) = line.strip_prefix('#') {
+                list.comments.push(line.to_string());
+                if let Some(rest) = comment.trim_start().strip_prefix("off:") {
+                    let (name, why) = rest.split_once(':').unwrap_or((rest, ""));
+                    list.off
+                        .insert(name.trim().to_string(), why.trim().to_string());
+                }
+            } else {
+                list.names.insert(line.to_string());
+            }
+        }
+        list
+    }
+
+    fn read(path: &Path) -> Result<PassList, String> {
+        std::fs::read_to_string(path)
+            .map(|t| PassList::parse(&t))
+            .map_err(|e| format!("cannot read pass list {}: {e}", path.display()))
+    }
+
+    /// The file for the cases that `passed`: this list's comments, then the names, less those
+    /// kept off.
+    fn render(&self, passed: &BTreeSet<String>) -> String {
+        let mut text = String::new();
+        for c in &self.comments {
+            text.push_str(c);
+            text.push('\n');
+        }
+        for n in passed.iter().filter(|n| !self.off.contains_key(*n)) {
+            text.push_str(n);
+            text.push('\n');
+        }
+        text
+    }
 }
 
 /// Runs the cases; returns the process exit code.
@@ -94,10 +136,29 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
     for dir in &args.dirs {
         discover(dir, &mut cases)?;
     }
-    if let Some(f) = &args.filter {
-        cases.retain(|c| c.name.contains(f.as_str()));
+    if cases.is_empty() {
+        let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
+        return Err(format!(
+            "no test cases (folders with model.onnx and test_data_set_*) under {}",
+            dirs.join(", ")
+        ));
     }
-    let pass_list = args.pass_list.as_ref().map(read_list).transpose()?;
+    if let Some(f) = &args.filter {
+        let found = cases.len();
+        cases.retain(|c| c.name.contains(f.as_str()));
+        if cases.is_empty() {
+            return Err(format!(
+                "--filter '{f}' matches none of the {found} cases found (it keeps the cases \
+                 whose name contains it)"
+            ));
+        }
+    }
+    let pass_list = args.pass_list.as_deref().map(PassList::read).transpose()?;
+    // Rewriting a pass list keeps its comments and the cases it keeps off.
+    let written_list = match &args.write_pass_list {
+        Some(p) if p.exists() => PassList::read(p)?,
+        _ => PassList::default(),
+    };
 
     // Panics are reported per case, with their location, instead of on stderr.
     std::panic::set_hook(Box::new(|info| {
@@ -118,8 +179,17 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
                     Err(e) => Outcome::Fail(e),
                 };
                 let line = match &outcome {
-                    Outcome::Pass(calls) if args.device.is_some() => {
-                        format!("PASS {} ({calls} node calls on the device)", case.name)
+                    Outcome::Pass(u) if args.device.is_some() => {
+                        let mut line =
+                            format!("PASS {} ({} node calls on the device", case.name, u.calls);
+                        if u.refused > 0 {
+                            line.push_str(&format!(", {} refused and run on the CPU", u.refused));
+                        }
+                        if !u.host_ops.is_empty() {
+                            line.push_str(&format!("; on the CPU: {}", u.host_ops.join(", ")));
+                        }
+                        line.push(')');
+                        line
                     }
                     Outcome::Pass(_) => format!("PASS {}", case.name),
                     Outcome::Fail(e) => {
@@ -161,7 +231,10 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
         .map(|(n, _)| n.clone())
         .collect();
     let mut code = 0;
-    if let Some(list) = &pass_list {
+    if let Some(PassList {
+        names: list, off, ..
+    }) = &pass_list
+    {
         let ran: BTreeSet<&String> = results.iter().map(|(n, _)| n).collect();
         let regressions: Vec<&String> = list
             .iter()
@@ -171,7 +244,16 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
         if absent > 0 && args.filter.is_none() {
             eprintln!("note: {absent} cases of the pass list were not found");
         }
-        let new: Vec<&String> = passed.iter().filter(|n| !list.contains(*n)).collect();
+        let new: Vec<&String> = passed
+            .iter()
+            .filter(|n| !list.contains(*n) && !off.contains_key(*n))
+            .collect();
+        let off_passing = passed.iter().filter(|n| off.contains_key(*n)).count();
+        if off_passing > 0 {
+            eprintln!(
+                "note: {off_passing} cases the pass list keeps off (its '# off:' lines) pass here"
+            );
+        }
         if !new.is_empty() {
             eprintln!(
                 "note: {} cases pass that the pass list does not name (regenerate it to lock them in)",
@@ -189,20 +271,50 @@ pub fn run(args: TestArgs, options: SessionOptions) -> Result<i32, String> {
         code = 1;
     }
     if let Some(path) = &args.write_pass_list {
-        let mut text = String::new();
-        for n in &passed {
-            text.push_str(n);
-            text.push('\n');
-        }
+        let text = written_list.render(&passed);
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if args.device.is_some() {
-        let on_device = results
-            .iter()
-            .filter(|(_, o)| matches!(o, Outcome::Pass(n) if *n > 0))
-            .count();
-        println!("{on_device} of the {n_passed} passing cases ran at least one node on the device");
+        print_device_summary(&results, n_passed);
     }
     println!("{n_passed} passed, {failed} failed");
     Ok(code)
+}
+
+/// With `--ep cuda`: how many passing cases ran every node on the device, how many ran a node
+/// on the CPU, and the ops that most often sent a node to the CPU.
+fn print_device_summary(results: &[(String, Outcome)], n_passed: usize) {
+    let uses: Vec<&DeviceUse> = results
+        .iter()
+        .filter_map(|(_, o)| match o {
+            Outcome::Pass(u) => Some(u),
+            Outcome::Fail(_) => None,
+        })
+        .collect();
+    let all = uses
+        .iter()
+        .filter(|u| u.all_on_device() && u.calls > 0)
+        .count();
+    let some = uses.iter().filter(|u| u.calls > 0).count();
+    let host = uses.iter().filter(|u| !u.all_on_device()).count();
+    let mut by_op: std::collections::BTreeMap<&str, usize> = Default::default();
+    for u in &uses {
+        for op in &u.host_ops {
+            *by_op.entry(op.as_str()).or_default() += 1;
+        }
+    }
+    let mut ops: Vec<(&str, usize)> = by_op.into_iter().collect();
+    ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    if !ops.is_empty() {
+        let top: Vec<String> = ops
+            .iter()
+            .take(40)
+            .map(|(op, n)| format!("{op} {n}"))
+            .collect();
+        println!("ops placed on the CPU (passing cases): {}", top.join(", "));
+    }
+    println!(
+        "{all} of the {n_passed} passing cases ran every node on the device; {host} ran a node on \
+         the CPU; {some} ran at least one node on the device"
+    );
 }

@@ -32,14 +32,15 @@ pub enum DataValue {
 
 /// Reads a serialized `TensorProto` (external data is refused: there is no folder).
 pub fn read_tensor_proto(bytes: &[u8]) -> Result<TensorData, LoadError> {
-    let p = proto::TensorProto::decode(bytes).map_err(|e| decode_error("tensor", e))?;
+    let p = proto::TensorProto::decode(bytes)
+        .map_err(|e| decode_error("tensor", e).with_origin("<tensor>"))?;
     tensor::tensor_from_proto(p, &ExternalFiles::none()).map_err(|e| e.with_origin("<tensor>"))
 }
 
 /// Reads a serialized `SparseTensorProto`.
 pub fn read_sparse_tensor_proto(bytes: &[u8]) -> Result<DataValue, LoadError> {
-    let p =
-        proto::SparseTensorProto::decode(bytes).map_err(|e| decode_error("sparse tensor", e))?;
+    let p = proto::SparseTensorProto::decode(bytes)
+        .map_err(|e| decode_error("sparse tensor", e).with_origin("<sparse tensor>"))?;
     sparse_from_proto(p, &ExternalFiles::none())
         .map(DataValue::SparseTensor)
         .map_err(|e| e.with_origin("<sparse tensor>"))
@@ -47,19 +48,22 @@ pub fn read_sparse_tensor_proto(bytes: &[u8]) -> Result<DataValue, LoadError> {
 
 /// Reads a serialized `SequenceProto`.
 pub fn read_sequence_proto(bytes: &[u8]) -> Result<DataValue, LoadError> {
-    let p = proto::SequenceProto::decode(bytes).map_err(|e| decode_error("sequence", e))?;
+    let p = proto::SequenceProto::decode(bytes)
+        .map_err(|e| decode_error("sequence", e).with_origin("<sequence>"))?;
     sequence_from_proto(p).map_err(|e| e.with_origin("<sequence>"))
 }
 
 /// Reads a serialized `OptionalProto`.
 pub fn read_optional_proto(bytes: &[u8]) -> Result<DataValue, LoadError> {
-    let p = proto::OptionalProto::decode(bytes).map_err(|e| decode_error("optional", e))?;
+    let p = proto::OptionalProto::decode(bytes)
+        .map_err(|e| decode_error("optional", e).with_origin("<optional>"))?;
     optional_from_proto(p).map_err(|e| e.with_origin("<optional>"))
 }
 
 /// Reads a serialized `MapProto`.
 pub fn read_map_proto(bytes: &[u8]) -> Result<DataValue, LoadError> {
-    let p = proto::MapProto::decode(bytes).map_err(|e| decode_error("map", e))?;
+    let p =
+        proto::MapProto::decode(bytes).map_err(|e| decode_error("map", e).with_origin("<map>"))?;
     map_from_proto(p).map_err(|e| e.with_origin("<map>"))
 }
 
