@@ -322,16 +322,17 @@ __device__ __forceinline__ A reduce_range(const T *__restrict__ base, i64 lo, i6
                                           int lanes, const GlobalParams &p, A pw) {
   typedef Red<A, OP> R;
   A acc = R::init();
-  if (p.contiguous) {
-    constexpr int V = 16 / sizeof(T);
-    const T *ptr = base + lo;
+  constexpr int V = 16 / sizeof(T);
+  const T *ptr = base + lo;
+  // Whole 16-byte words only where every plane (and every part of one) starts on a 16-byte
+  // boundary, so that all planes sum in the same order: planes holding the same values give
+  // the same result bit for bit (a model whose channels are equal keeps them equal).
+  const bool words = p.contiguous && p.xs_c % V == 0 && (p.planes <= p.C || p.xs_n % V == 0) &&
+                     (p.splits == 1 || p.chunk % V == 0) && ((size_t)ptr & 15) == 0;
+  if (words) {
     const i64 n = hi - lo;
-    // Elements before the first 16-byte boundary, then whole 16-byte words, then the rest.
-    i64 head = (i64)(((16 - ((size_t)ptr & 15)) & 15) / sizeof(T));
-    if (head > n) head = n;
-    for (i64 e = lane; e < head; e += lanes) acc = R::step(acc, (A)widen(ptr[e]), pw);
-    const uint4 *vp = reinterpret_cast<const uint4 *>(ptr + head);
-    const i64 nv = (n - head) / V;
+    const uint4 *vp = reinterpret_cast<const uint4 *>(ptr);
+    const i64 nv = n / V;
     for (i64 v = lane; v < nv; v += lanes) {
       const uint4 raw = vp[v];
       T vals[V];
@@ -339,7 +340,10 @@ __device__ __forceinline__ A reduce_range(const T *__restrict__ base, i64 lo, i6
 #pragma unroll
       for (int j = 0; j < V; ++j) acc = R::step(acc, (A)widen(vals[j]), pw);
     }
-    for (i64 e = head + nv * V + lane; e < n; e += lanes) acc = R::step(acc, (A)widen(ptr[e]), pw);
+    for (i64 e = nv * V + lane; e < n; e += lanes) acc = R::step(acc, (A)widen(ptr[e]), pw);
+  } else if (p.contiguous) {
+    const i64 n = hi - lo;
+    for (i64 e = lane; e < n; e += lanes) acc = R::step(acc, (A)widen(ptr[e]), pw);
   } else {
     for (i64 e = lo + lane; e < hi; e += lanes) {
       i64 off = 0, q = e;
