@@ -3,7 +3,7 @@
 use onnx_runtime_ir::{Attribute, Graph};
 use onnx_runtime_loader::Model;
 use onnx_runtime_session::{
-    describe_type, optimize, unsupported_ops, OptimizationLevel, SessionOptions,
+    describe_type, optimize, unsupported_ops, OptimizationLevel, Session, SessionOptions,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,7 +26,13 @@ fn count_ops(graph: &Graph, counts: &mut BTreeMap<String, usize>) {
     }
 }
 
-pub fn info(path: &Path, level: OptimizationLevel) -> Result<(), String> {
+/// `info MODEL [--ep cuda]`: `cuda_options` holds the session options (optimization level) a CUDA
+/// placement report builds its session with.
+pub fn info(
+    path: &Path,
+    level: OptimizationLevel,
+    cuda_options: Option<SessionOptions>,
+) -> Result<(), String> {
     let model = Model::load(path).map_err(|e| e.to_string())?;
     let g = &model.graph;
     println!("model: {}", path.display());
@@ -115,6 +121,76 @@ pub fn info(path: &Path, level: OptimizationLevel) -> Result<(), String> {
         println!(
             "cuda: no kernel for {} (these would run on the CPU)",
             cuda.join(", ")
+        );
+    }
+    if let Some(options) = cuda_options {
+        cuda_placement(path, g, options)?;
+    }
+    Ok(())
+}
+
+/// Ops whose output shape depends on their input values: on the device they copy a count to
+/// the host (one synchronization per call), and a CUDA graph cannot capture them.
+const DATA_DEPENDENT: &[&str] = &["NonZero", "Compress", "Unique", "NonMaxSuppression"];
+
+/// Builds a session on GPU 0 and prints where its nodes run: the nodes placed on the CPU
+/// grouped by op and reason, then the device ops that synchronize.
+fn cuda_placement(path: &Path, graph: &Graph, options: SessionOptions) -> Result<(), String> {
+    let device = match crate::cuda_provider() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("cuda placement: not known here ({e}); the line above is from the registry");
+            return Ok(());
+        }
+    };
+    let session = Session::from_file(
+        path,
+        SessionOptions {
+            device: Some(device),
+            ..options
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let hosts = session.host_nodes();
+    println!(
+        "cuda placement: {} nodes on the device, {} on the CPU",
+        session.device_nodes(),
+        hosts.len()
+    );
+    // (op, reason) -> node names, in graph order of first appearance.
+    let mut groups: Vec<((String, String), Vec<String>)> = Vec::new();
+    for h in hosts {
+        let key = (h.op.clone(), h.reason.clone());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, nodes)) => nodes.push(h.node.clone()),
+            None => groups.push((key, vec![h.node.clone()])),
+        }
+    }
+    for ((op, reason), nodes) in &groups {
+        const SHOWN: usize = 3;
+        let mut list = nodes[..nodes.len().min(SHOWN)].join(", ");
+        if nodes.len() > SHOWN {
+            list.push_str(&format!(", ... ({} more)", nodes.len() - SHOWN));
+        }
+        println!("  {:6}  {op}: {reason} [{list}]", nodes.len());
+    }
+    let on_host: std::collections::BTreeSet<&str> = hosts.iter().map(|h| h.node.as_str()).collect();
+    let mut syncing: BTreeMap<&str, usize> = BTreeMap::new();
+    for node in &graph.nodes {
+        let shown = node.describe();
+        if node.normalized_domain().is_empty()
+            && DATA_DEPENDENT.contains(&node.op_type.as_str())
+            && !on_host.contains(shown.as_str())
+        {
+            *syncing.entry(node.op_type.as_str()).or_default() += 1;
+        }
+    }
+    if !syncing.is_empty() {
+        let list: Vec<String> = syncing.iter().map(|(op, n)| format!("{op} {n}")).collect();
+        println!(
+            "  device ops whose output shape depends on their values (each call copies a count \
+             to the host, and a CUDA graph cannot capture them): {}",
+            list.join(", ")
         );
     }
     Ok(())

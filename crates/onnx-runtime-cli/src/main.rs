@@ -94,6 +94,12 @@ enum Command {
     Info {
         /// The model file (.onnx).
         model: PathBuf,
+        /// With cuda: build a session on GPU 0 and list, per op, the nodes placed on the CPU
+        /// and why (no kernel at this opset, a dtype or attribute the device kernel refuses),
+        /// and the device ops that synchronize to learn an output shape. Without a GPU, the
+        /// ops the CUDA provider has no kernel for.
+        #[arg(long, value_enum)]
+        ep: Option<Ep>,
     },
     /// List every (domain, op, since-version) each execution provider registers.
     Ops {
@@ -262,7 +268,13 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             options: session_options(&base, ep)?,
         })
         .map(|_| 0),
-        Command::Info { model } => info::info(&model, cli.optimize).map(|_| 0),
+        Command::Info { model, ep } => {
+            let cuda = match ep {
+                Some(Ep::Cuda) => Some(session_options(&base, Ep::Cpu)?),
+                _ => None,
+            };
+            info::info(&model, cli.optimize, cuda).map(|_| 0)
+        }
         Command::Ops { ep, markdown } => ops::ops(ep, markdown),
         Command::Test {
             dirs,

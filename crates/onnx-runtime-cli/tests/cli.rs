@@ -281,7 +281,7 @@ fn info_lists_the_inputs_to_feed_first_and_folds_inputs_with_initializers() {
 fn info_takes_no_run_options() {
     let dir = tempfile::tempdir().unwrap();
     let model = identity_model(dir.path());
-    for flag in [&["--threads", "2"][..], &["--no-spin"], &["--ep", "cpu"]] {
+    for flag in [&["--threads", "2"][..], &["--no-spin"]] {
         let (code, stdout, stderr) = output(bin().arg("info").arg(&model).args(flag));
         assert_eq!(code, Some(2), "{flag:?}: {stdout}{stderr}");
         assert!(
@@ -490,4 +490,24 @@ fn pass_lists_keep_cases_off_with_a_reason() {
         std::fs::read_to_string(&list).unwrap(),
         format!("{header}test_if\n")
     );
+}
+
+#[test]
+fn info_with_ep_cuda_reports_placement_or_why_not() {
+    // With a GPU the session is built there and the placement printed; without one the
+    // line says why and points at the registry line. Either way the command succeeds.
+    let dir = tempfile::tempdir().unwrap();
+    let model = identity_model(dir.path());
+    let (code, stdout, stderr) = output(bin().arg("info").arg(&model).args(["--ep", "cuda"]));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("cuda placement:"))
+        .unwrap_or_else(|| panic!("no placement line in\n{stdout}"));
+    assert!(
+        line.contains("nodes on the device") || line.contains("not known here"),
+        "{line}"
+    );
+    let (_, help, _) = output(bin().args(["info", "--help"]));
+    assert!(help.contains("--ep"), "{help}");
 }
