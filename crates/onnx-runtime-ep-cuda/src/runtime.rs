@@ -482,7 +482,11 @@ impl CudaRuntime {
             return Ok(());
         }
         self.bind()?;
-        if shared_bytes > 48 * 1024 {
+        // The 48 KiB default limit covers static and dynamic shared memory together, so a
+        // kernel with static arrays needs the opt-in below 48 KiB of dynamic memory already
+        // (the launch fails with CUDA_ERROR_INVALID_VALUE otherwise). Every kernel of this
+        // crate keeps its static shared memory under 16 KiB.
+        if shared_bytes > 32 * 1024 {
             result::function::set_function_attribute(
                 f.0,
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -510,12 +510,9 @@ impl Sdpa {
     pub fn check(&self, base: &Base, dtype: DataType, d: usize, dv: usize) -> EpResult<()> {
         self.fns(base, dtype)?;
         if matches!(dtype, DataType::Float16 | DataType::BFloat16) && !half_path_enabled() {
-            // The tensor-core (mma.sync) kernels were refused at launch on their first H200 run
-            // (CUDA_ERROR_INVALID_VALUE); until they pass there, half types stay on the CPU.
             return Err(base.unsupported(
                 dtype,
-                "the CUDA tensor-core attention kernels are not validated yet; set \
-                 ONNX_RUNTIME_CUDA_HALF_ATTENTION=1 to try them",
+                "ONNX_RUNTIME_CUDA_HALF_ATTENTION=0 keeps float16/bfloat16 attention on the CPU",
             ));
         }
         if d.max(dv) > MAX_HEAD {
@@ -934,9 +931,10 @@ pub fn mask_strides(
     Ok([lead[0], lead[1], lead[2], last])
 }
 
-/// Whether the float16/bfloat16 attention kernels run (`ONNX_RUNTIME_CUDA_HALF_ATTENTION=1`,
-/// read once); off by default until they pass on the GPU.
+/// Whether the float16/bfloat16 (tensor-core) attention kernels run: yes unless
+/// `ONNX_RUNTIME_CUDA_HALF_ATTENTION=0` (read once), a switch for telling a kernel problem from
+/// a model problem.
 fn half_path_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("ONNX_RUNTIME_CUDA_HALF_ATTENTION").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("ONNX_RUNTIME_CUDA_HALF_ATTENTION").map_or(true, |v| v != "0"))
 }
