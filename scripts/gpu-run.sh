@@ -7,6 +7,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null || true
 rows=()
 status=0
+# The NVRTC cache compiled where the binaries were built (scripts/gpu-test): unpacked into this
+# machine's cache folder, so kernels load instead of compiling.
+if [[ -f $here/nvrtc-cache.tar.xz ]]; then
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}
+  mkdir -p "$cache" && tar -C "$cache" -xJf "$here/nvrtc-cache.tar.xz" &&
+    echo "NVRTC cache: $(ls "$cache/onnx-runtime/cuda" | wc -l) modules in $cache/onnx-runtime/cuda"
+fi
 run() {
   local name=$1; shift
   [[ -x $1 ]] || { rows+=("$name|missing|-"); status=1; return; }

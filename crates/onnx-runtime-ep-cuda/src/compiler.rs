@@ -6,7 +6,10 @@
 //! is rejected by an older driver). Each variant is compiled once: the CUBIN is kept in memory
 //! for the process and on disk under `$XDG_CACHE_HOME/onnx-runtime/cuda` (or
 //! `~/.cache/onnx-runtime/cuda`), keyed by a hash of the source, the defines, the options, the
-//! architecture and the NVRTC version, written atomically (temp file + rename).
+//! architecture and the NVRTC version, written atomically (temp file + rename). Where the CUDA
+//! headers were found is not part of the key (the headers ship with the NVRTC version that is),
+//! so a cache filled on one machine serves another with the same NVRTC: `scripts/gpu-test`
+//! carries one to the GPU machine that way.
 
 use crate::libs;
 use cudarc::nvrtc::sys as nv;
@@ -108,7 +111,17 @@ fn fnv1a(bytes: &[u8], basis: u64) -> u64 {
 fn cache_key(source: &str, options: &[String], arch: u32, version: (i32, i32)) -> String {
     let mut text = String::from(source);
     text.push('\0');
-    text.push_str(&options.join("\u{1}"));
+    let keyed: Vec<&str> = options
+        .iter()
+        .map(|o| {
+            if o.starts_with("--include-path=") {
+                "--include-path"
+            } else {
+                o.as_str()
+            }
+        })
+        .collect();
+    text.push_str(&keyed.join("\u{1}"));
     text.push_str(&format!("\0sm_{arch}\0nvrtc{}.{}", version.0, version.1));
     let a = fnv1a(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
     let b = fnv1a(text.as_bytes(), 0x6c62_272e_07bb_0142);
@@ -298,5 +311,16 @@ mod tests {
         assert_ne!(base, cache_key("src", &opts, 90, (13, 1)));
         assert_ne!(base, cache_key("src", &["b".to_string()], 90, (13, 0)));
         assert_eq!(base, cache_key("src", &opts, 90, (13, 0)));
+        // Where the headers are is not part of the key; whether there are some is.
+        let here = vec!["--include-path=/usr/local/cuda/include".to_string()];
+        let there = vec!["--include-path=/opt/venv/nvidia/cuda_runtime/include".to_string()];
+        assert_eq!(
+            cache_key("src", &here, 90, (13, 0)),
+            cache_key("src", &there, 90, (13, 0))
+        );
+        assert_ne!(
+            cache_key("src", &here, 90, (13, 0)),
+            cache_key("src", &[], 90, (13, 0))
+        );
     }
 }
