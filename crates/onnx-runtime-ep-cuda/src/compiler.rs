@@ -14,6 +14,7 @@
 use crate::libs;
 use cudarc::nvrtc::sys as nv;
 use onnx_runtime_ep_api::EpError;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
@@ -29,7 +30,9 @@ const NUMERIC: &str = include_str!("kernels/numeric.cuh");
 pub struct ModuleSpec {
     /// A short name for logs and cache files: `copy`, `cast_to_f16`.
     pub name: String,
-    pub source: &'static str,
+    /// An embedded `.cu` file, or a source generated at kernel build (fused element-wise
+    /// chains); the cache keys include it either way.
+    pub source: Cow<'static, str>,
     pub defines: Vec<(String, String)>,
     /// Whether the source needs `cuda_fp16.h` / `cuda_bf16.h`.
     pub needs_half: bool,
@@ -39,7 +42,17 @@ impl ModuleSpec {
     pub fn new(name: impl Into<String>, source: &'static str) -> Self {
         ModuleSpec {
             name: name.into(),
-            source,
+            source: Cow::Borrowed(source),
+            defines: Vec::new(),
+            needs_half: false,
+        }
+    }
+
+    /// A compile unit from a source generated at run time.
+    pub fn generated(name: impl Into<String>, source: String) -> Self {
+        ModuleSpec {
+            name: name.into(),
+            source: Cow::Owned(source),
             defines: Vec::new(),
             needs_half: false,
         }
@@ -70,7 +83,7 @@ impl ModuleSpec {
             src.push_str(NUMERIC);
             src.push('\n');
         }
-        src.push_str(self.source);
+        src.push_str(&self.source);
         src
     }
 }

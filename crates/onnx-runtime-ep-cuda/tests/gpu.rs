@@ -15,16 +15,26 @@ mod attention;
 mod bench;
 #[path = "gpu/capture.rs"]
 mod capture;
+#[path = "gpu/cast.rs"]
+mod cast;
 #[path = "gpu/construct.rs"]
 mod construct;
 #[path = "gpu/conv.rs"]
 mod conv;
+#[path = "gpu/detection.rs"]
+mod detection;
+#[path = "gpu/einsum.rs"]
+mod einsum;
 #[path = "gpu/elementwise.rs"]
 mod elementwise;
+#[path = "gpu/fused.rs"]
+mod fused;
 #[path = "gpu/gemm.rs"]
 mod gemm;
 #[path = "gpu/index.rs"]
 mod index;
+#[path = "gpu/linalg.rs"]
+mod linalg;
 #[path = "gpu/loss.rs"]
 mod loss;
 #[path = "gpu/movement.rs"]
@@ -41,5 +51,11 @@ mod quant;
 mod reduce;
 #[path = "gpu/rnn.rs"]
 mod rnn;
+#[path = "gpu/signal.rs"]
+mod signal;
 #[path = "gpu/tensor_misc.rs"]
 mod tensor_misc;
+#[path = "gpu/tensor_scatter.rs"]
+mod tensor_scatter;
+#[path = "gpu/unpool.rs"]
+mod unpool;

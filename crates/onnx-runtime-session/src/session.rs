@@ -99,7 +99,12 @@ impl Session {
             graph
         } else {
             let mut g = graph.clone();
-            crate::optimize::optimize(&mut g, options.optimization, registry_of(&options));
+            crate::optimize::optimize_for_device(
+                &mut g,
+                options.optimization,
+                registry_of(&options),
+                options.device.as_deref(),
+            );
             optimized = g;
             &optimized
         };

@@ -150,9 +150,13 @@ __device__ void conv_finish_contig(const T *src, const T *bias, const T *z, T *d
   typedef ConvVec<T, V> Vec;
   const F a = (F)p.alpha, b = (F)p.beta;
   const i64 nv = p.n / V;
+  // 32-bit division where every index fits (the common case): 64-bit division is a long
+  // software sequence on the GPU.
+  const bool small = p.n <= 0xffffffffLL;
   GRID_LOOP(i, nv) {
     const i64 e = i * V;
-    const i64 c = (e / p.inner) % p.channels;
+    const i64 c = small ? (i64)(((unsigned)e / (unsigned)p.inner) % (unsigned)p.channels)
+                        : (e / p.inner) % p.channels;
     const F bv = p.has_bias ? (F)widen(bias[c * p.bias_stride]) : (F)0;
     Vec s, zz, out;
     if (p.has_src) s = reinterpret_cast<const Vec *>(src)[i];

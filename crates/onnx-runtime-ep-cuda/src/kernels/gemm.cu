@@ -1,7 +1,7 @@
 // Matrix-product helpers (the float products themselves run on cuBLASLt):
 // - gemm_epilogue_<T>: out = act((zero_first ? 0 : alpha * out) + beta * C + bias) over a
 //   strided output (activations cuBLASLt cannot fuse, Gemm's broadcast C, K = 0);
-// - igemm_<T>: integer MatMul/Gemm with wrapping arithmetic (int32/int64/uint32/uint64);
+// - igemm_<T>: integer MatMul/Gemm/Einsum with wrapping arithmetic (8- to 64-bit integers);
 // - mmint_<A>_<B>: MatMulInteger, (A - a_zp) @ (B - b_zp) in int32;
 // - qlmm_<A>_<B>_<Y>: QLinearMatMul, requantized with round-half-to-even and saturation.
 // Metadata comes by value (EpiParams / IGemmParams mirrored in src/ops/gemm/*.rs).
@@ -264,6 +264,11 @@ IGEMM(i32, int, u32)
 IGEMM(u32, unsigned int, u32)
 IGEMM(i64, long long, u64)
 IGEMM(u64, unsigned long long, u64)
+// 8- and 16-bit element types (Einsum): 32-bit wrapping sums truncate to the element type.
+IGEMM(i8, signed char, u32)
+IGEMM(u8, unsigned char, u32)
+IGEMM(i16, short, u32)
+IGEMM(u16, unsigned short, u32)
 
 #define MMINT(ta, TA, tb, TB)                                                                \
   extern "C" __global__ void __launch_bounds__(IG_THREADS) mmint_##ta##_##tb(IGemmParams p) { \

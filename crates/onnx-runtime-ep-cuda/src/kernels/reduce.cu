@@ -244,10 +244,26 @@ DEV typename K::A step_vec(const K &k, typename K::A acc, const uint4 &u, i64 r)
   return acc;
 }
 
-// Folds the contiguous run s[0..len) (reduced indices r0..r0+len) over the group's threads.
+// Loads a thread issues before folding them (independent loads in flight): 8 vectors of
+// 4-byte elements (32 elements), fewer for vectors of more elements, for 8-byte elements
+// and for wide accumulators (arg pairs, double max-sums), so that the unrolled folds fit the
+// 64 registers of a 1024-thread block without spilling.
+template <typename X, typename K> struct Unroll {
+  static constexpr int V = (int)(16 / sizeof(X));
+  static constexpr bool wide = sizeof(typename K::A) > 8;
+  static constexpr int U0 = sizeof(X) == 8 ? 4 : 32 / V;
+  static constexpr int vec = wide ? (Traits<X>::is_float ? 2 : 1) : (U0 < 2 ? 2 : U0);
+  static constexpr int scalar = wide ? (Traits<X>::is_float ? 2 : 1) : 8;
+};
+
+// Folds the contiguous run s[0..len) (reduced indices r0..r0+len) over the group's threads:
+// the unaligned head and tail element-wise, the rest in aligned 16-byte vectors, U
+// loads in flight a thread (the last round predicated, not serialized) into two
+// accumulators.
 template <typename X, typename K>
 DEV typename K::A fold_contiguous(const K &k, typename K::A acc, const X *__restrict__ s,
                                   i64 len, i64 r0, int tx, int G) {
+  typedef typename K::A A;
   constexpr int V = (int)(16 / sizeof(X));
   if (len <= 0) return acc;
   const unsigned mis = (unsigned)((size_t)s & 15u);
@@ -257,18 +273,31 @@ DEV typename K::A fold_contiguous(const K &k, typename K::A acc, const X *__rest
   const uint4 *vb = reinterpret_cast<const uint4 *>(s + head);
   const i64 nv = (len - head) / V;
   const i64 rb = r0 + head;
-  i64 j = tx;
-  for (; j + 3 * (i64)G < nv; j += 4 * (i64)G) {
-    const uint4 a = __ldg(vb + j);
-    const uint4 b = __ldg(vb + j + G);
-    const uint4 c = __ldg(vb + j + 2 * G);
-    const uint4 d = __ldg(vb + j + 3 * G);
-    acc = step_vec<X>(k, acc, a, rb + j * V);
-    acc = step_vec<X>(k, acc, b, rb + (j + G) * V);
-    acc = step_vec<X>(k, acc, c, rb + (j + 2 * G) * V);
-    acc = step_vec<X>(k, acc, d, rb + (j + 3 * G) * V);
+  constexpr int U = Unroll<X, K>::vec;
+  A acc2 = k.init();
+  for (i64 j = tx; j < nv; j += U * (i64)G) {
+    uint4 u[U];
+    if (j + (U - 1) * (i64)G < nv) {
+#pragma unroll
+      for (int q = 0; q < U; ++q) u[q] = __ldg(vb + j + q * (i64)G);
+#pragma unroll
+      for (int q = 0; q < U; ++q) {
+        if (q & 1) {
+          acc2 = step_vec<X>(k, acc2, u[q], rb + (j + q * (i64)G) * V);
+        } else {
+          acc = step_vec<X>(k, acc, u[q], rb + (j + q * (i64)G) * V);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < U; ++q)
+        if (j + q * (i64)G < nv) u[q] = __ldg(vb + j + q * (i64)G);
+#pragma unroll
+      for (int q = 0; q < U; ++q)
+        if (j + q * (i64)G < nv) acc = step_vec<X>(k, acc, u[q], rb + (j + q * (i64)G) * V);
+    }
   }
-  for (; j < nv; j += G) acc = step_vec<X>(k, acc, __ldg(vb + j), rb + j * V);
+  acc = k.combine(acc, acc2);
   for (i64 t = head + nv * V + tx; t < len; t += G) acc = k.step(acc, s[t], r0 + t);
   return acc;
 }
@@ -323,9 +352,34 @@ DEV void tile_impl(const X *__restrict__ in, typename K::O *__restrict__ out,
     split_offsets(o, p.k_rank, p.k_dims, p.k_in, p.k_out, in_off, out_off);
     const X *b = in + in_off;
     if (p.r_rank <= 1) {
+      // Unroll::scalar independent loads in flight a thread (coalesced across threadIdx.x: the
+      // kept axis is the fast one), two accumulators; the last round predicated.
       const i64 st = p.r_rank == 1 ? p.r_in[0] : 0;
-#pragma unroll 4
-      for (i64 r = r0 + ty; r < r1; r += by) acc = k.step(acc, b[r * st], r);
+      constexpr int U = Unroll<X, K>::scalar;
+      A acc2 = k.init();
+      for (i64 r = r0 + ty; r < r1; r += U * (i64)by) {
+        X v[U];
+        if (r + (U - 1) * (i64)by < r1) {
+#pragma unroll
+          for (int q = 0; q < U; ++q) v[q] = b[(r + q * (i64)by) * st];
+#pragma unroll
+          for (int q = 0; q < U; ++q) {
+            if (q & 1) {
+              acc2 = k.step(acc2, v[q], r + q * (i64)by);
+            } else {
+              acc = k.step(acc, v[q], r + q * (i64)by);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < U; ++q)
+            if (r + q * (i64)by < r1) v[q] = b[(r + q * (i64)by) * st];
+#pragma unroll
+          for (int q = 0; q < U; ++q)
+            if (r + q * (i64)by < r1) acc = k.step(acc, v[q], r + q * (i64)by);
+        }
+      }
+      acc = k.combine(acc, acc2);
     } else {
       for (i64 r = r0 + ty; r < r1; r += by)
         acc = k.step(acc, b[flat_offset(r, p.r_rank, p.r_dims, p.r_in)], r);

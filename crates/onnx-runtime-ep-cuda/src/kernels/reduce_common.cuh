@@ -115,6 +115,12 @@ template <typename A, typename Op> DEV A col_allreduce(A v, const Op &op, A *s) 
 // Offsets of flat index `o` over `rank` axes (row-major, last fastest) in two layouts.
 DEV void split_offsets(i64 o, int rank, const i64 *dims, const i64 *sa, const i64 *sb, i64 &a,
                        i64 &b) {
+  if (rank <= 1) {
+    // One axis (o < dims[0]) or none (o == 0): no division.
+    a = rank == 1 ? o * sa[0] : 0;
+    b = rank == 1 ? o * sb[0] : 0;
+    return;
+  }
   a = 0;
   b = 0;
   for (int k = rank - 1; k >= 0; --k) {
@@ -197,8 +203,15 @@ template <typename F> DEV MaxSum<F> maxsum_step(MaxSum<F> a, F x) {
 }
 
 template <typename F> DEV MaxSum<F> maxsum_combine(MaxSum<F> a, MaxSum<F> b) {
-  if (b.m == -inf_of<F>()) return a;
-  if (a.m == -inf_of<F>()) return b;
+  // A side with no maximum yet adds nothing, but a NaN it met (its sum) still propagates.
+  if (b.m == -inf_of<F>()) {
+    if (b.s != b.s) a.s = b.s;
+    return a;
+  }
+  if (a.m == -inf_of<F>()) {
+    if (a.s != a.s) b.s = a.s;
+    return b;
+  }
   if (b.m > a.m) {
     MaxSum<F> t = a;
     a = b;

@@ -2,10 +2,15 @@
 // opset 13, the trailing axes from `axis` before), for float, double, float16 and bfloat16.
 // Half types compute in float. The host coalesces the input into kept axes (one row each)
 // and row axes, then picks:
-//   soft_reg1_X / soft_regv_X: a group of blockDim.x threads per row holding the row in
-//       registers: one read, max and sum reductions, one write (regv: 16-byte vectors).
-//   soft_loop_X: rows longer than the registers hold: online max/sum, then a second read
-//       that writes (Hardmax: the first maximum, then the one-hot write).
+//   soft_rvN_X / soft_rsN_X: a group of blockDim.x threads per row holding the row in
+//       registers, N vectors a thread: one read, max and sum reductions (shuffles alone for
+//       groups of up to a warp), one write (rv: 16-byte vectors of a contiguous row, rs:
+//       scalars). 2 element transfers (read + write) per element.
+//   soft_loopv_X: contiguous aligned rows longer than the registers hold: online max / sum
+//       over 16-byte vectors, then a second read that writes (3 transfers, the second read
+//       partly from L2).
+//   soft_loop_X: any other row: the same one element at a time (Hardmax: the first maximum,
+//       then the one-hot write).
 //   soft_tile_X: rows whose axis is not the fast one in memory: threadIdx.x over rows,
 //       threadIdx.y over the row, combined through shared memory.
 
@@ -24,10 +29,6 @@ struct SoftParams {
   i64 r_out[MAX_RANK];
 };
 
-template <typename F> struct MaxOp {
-  // NaN-propagating maximum.
-  DEV F combine(F a, F b) const { return (b > a || b != b) ? b : a; }
-};
 template <typename F> struct SumOp {
   DEV F combine(F a, F b) const { return a + b; }
 };
@@ -48,16 +49,22 @@ template <typename F> DEV F soft_value(F x, F m, F r) {
   return x - m - r;
 }
 
-// The elements a thread of soft_reg holds (blocks of up to 1024 threads get 64 registers).
-template <typename X, int V> constexpr int soft_cap() {
-  return V > 1 ? (sizeof(X) == 8 ? 8 : 32) : (sizeof(X) == 8 ? 4 : 8);
-}
+// NaN-ignoring maximum (one instruction). A NaN in a row still makes the whole row NaN: its
+// exp(NaN - m) makes the sum NaN, and every output is a product with (or log of) the sum.
+DEV float m_fmax(float a, float b) { return fmaxf(a, b); }
+DEV double m_fmax(double a, double b) { return fmax(a, b); }
+template <typename F> struct FMaxOp {
+  DEV F combine(F a, F b) const { return m_fmax(a, b); }
+};
 
 #if MODE < 2
-template <typename X, int V>
+// A row held in registers: a group of blockDim.x threads (a power of two; up to a warp reduces
+// with shuffles alone) per row, blockDim.y rows a block; thread tx holds vectors tx, tx + G,
+// ... tx + (NV - 1) G of V elements (V > 1: 16-byte loads and stores of a contiguous row).
+// One read and one write per element.
+template <typename X, int V, int NV>
 DEV void soft_reg(const X *__restrict__ in, X *__restrict__ out, const SoftParams &p) {
   typedef typename Traits<X>::F F;
-  constexpr int NV = soft_cap<X, V>() / V;
   __shared__ F smem[32];
   const int G = blockDim.x, tx = threadIdx.x;
   const i64 row = (i64)blockIdx.x * blockDim.y + threadIdx.y;
@@ -66,8 +73,6 @@ DEV void soft_reg(const X *__restrict__ in, X *__restrict__ out, const SoftParam
   if (active) split_offsets(row, p.k_rank, p.k_dims, p.k_in, p.k_out, io, oo);
   const i64 nvec = p.len / V;
   F vals[NV][V];
-  F m = -inf_of<F>();
-  const MaxOp<F> mx;
 #pragma unroll
   for (int c = 0; c < NV; ++c) {
     const i64 j = (i64)c * G + tx;
@@ -80,16 +85,22 @@ DEV void soft_reg(const X *__restrict__ in, X *__restrict__ out, const SoftParam
       } else {
         vals[c][0] = (F)widen(in[io + row_in(p, j)]);
       }
-#pragma unroll
-      for (int q = 0; q < V; ++q) m = mx.combine(m, vals[c][q]);
     }
   }
+  F m = -inf_of<F>();
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    if (active && (i64)c * G + tx < nvec) {
+#pragma unroll
+      for (int q = 0; q < V; ++q) m = m_fmax(m, vals[c][q]);
+    }
+  }
+  const FMaxOp<F> mx;
   m = group_allreduce(m, mx, smem);
   F s = (F)0;
 #pragma unroll
   for (int c = 0; c < NV; ++c) {
-    const i64 j = (i64)c * G + tx;
-    if (active && j < nvec) {
+    if (active && (i64)c * G + tx < nvec) {
 #pragma unroll
       for (int q = 0; q < V; ++q) {
         const F e = m_exp(vals[c][q] - m);
@@ -114,6 +125,78 @@ DEV void soft_reg(const X *__restrict__ in, X *__restrict__ out, const SoftParam
       } else {
         out[oo + row_out(p, j)] =
             Narrow<X>::from(MODE == 0 ? vals[c][0] * r : vals[c][0] - m - r);
+      }
+    }
+  }
+}
+
+// Online statistics of a vector of V elements: one rescale for the vector's maximum, then
+// its exps. -inf elements add nothing (as maxsum_step skips them); a NaN makes the sum NaN.
+template <typename F, int V> DEV MaxSum<F> maxsum_vec(MaxSum<F> a, const F (&x)[V]) {
+  F vm = x[0];
+#pragma unroll
+  for (int q = 1; q < V; ++q) vm = m_fmax(vm, x[q]);
+  if (vm > a.m) {
+    a.s = a.m == -inf_of<F>() ? a.s : a.s * m_exp(a.m - vm);
+    a.m = vm;
+  }
+#pragma unroll
+  for (int q = 0; q < V; ++q) a.s += x[q] == -inf_of<F>() ? (F)0 : m_exp(x[q] - a.m);
+  return a;
+}
+
+// Rows longer than the registers hold, contiguous and 16-byte aligned: online max / sum over
+// 16-byte vectors (four loads in flight), then a second read that writes.
+template <typename X>
+DEV void soft_loopv(const X *__restrict__ in, X *__restrict__ out, const SoftParams &p) {
+  typedef typename Traits<X>::F F;
+  constexpr int V = (int)(16 / sizeof(X));
+  constexpr int U = 4;
+  __shared__ MaxSum<F> sstat[32];
+  const int G = blockDim.x, tx = threadIdx.x;
+  const i64 row = (i64)blockIdx.x * blockDim.y + threadIdx.y;
+  const bool active = row < p.rows;
+  i64 io = 0, oo = 0;
+  if (active) split_offsets(row, p.k_rank, p.k_dims, p.k_in, p.k_out, io, oo);
+  const i64 nvec = active ? p.len / V : 0;
+  const uint4 *src = reinterpret_cast<const uint4 *>(in + io);
+  MaxSum<F> st = maxsum_init<F>();
+  for (i64 j0 = tx; j0 < nvec; j0 += (i64)U * G) {
+    uint4 u[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k)
+      if (j0 + (i64)k * G < nvec) u[k] = __ldg(src + j0 + (i64)k * G);
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      if (j0 + (i64)k * G < nvec) {
+        const X *e = reinterpret_cast<const X *>(&u[k]);
+        F x[V];
+#pragma unroll
+        for (int q = 0; q < V; ++q) x[q] = (F)widen(e[q]);
+        st = maxsum_vec<F, V>(st, x);
+      }
+    }
+  }
+  st = group_allreduce(st, StatOp<F>(), sstat);
+  const F m = st.m;
+  // A +inf maximum makes exp(inf - inf) = NaN part of the sum, as the CPU provider has it.
+  const F s = m == inf_of<F>() ? nan_of<F>() : st.s;
+  const F r = MODE == 0 ? (F)1 / s : m_log(s);
+  uint4 *dst = reinterpret_cast<uint4 *>(out + oo);
+  for (i64 j0 = tx; j0 < nvec; j0 += (i64)U * G) {
+    uint4 u[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k)
+      if (j0 + (i64)k * G < nvec) u[k] = __ldg(src + j0 + (i64)k * G);
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      if (j0 + (i64)k * G < nvec) {
+        const X *e = reinterpret_cast<const X *>(&u[k]);
+        uint4 w;
+        X *o = reinterpret_cast<X *>(&w);
+#pragma unroll
+        for (int q = 0; q < V; ++q) o[q] = Narrow<X>::from(soft_value((F)widen(e[q]), m, r));
+        dst[j0 + (i64)k * G] = w;
       }
     }
   }
@@ -204,22 +287,38 @@ DEV void soft_tile(const X *__restrict__ in, X *__restrict__ out, const SoftPara
   }
 }
 
+#define SOFT_ENTRY(KNAME, NAME, X, V, NV)                                                   \
+  extern "C" __global__ void __launch_bounds__(1024)                                         \
+      soft_##KNAME##NV##_##NAME(const X *__restrict__ in, X *__restrict__ out, SoftParams p) { \
+    soft_reg<X, V, NV>(in, out, p);                                                          \
+  }
+
+// The register kernels of each dtype: soft_rvN (16-byte vectors) and soft_rsN (scalars), N
+// vectors a thread; at most 32 float (16 as scalars, 8 double) values a thread, which fit the 64 registers
+// of a 1024-thread block without spilling (`reg_caps` in softmax.rs).
 #if MODE < 2
-#define SOFT_REG(NAME, X)                                                                    \
-  extern "C" __global__ void __launch_bounds__(1024) soft_reg1_##NAME(const X *__restrict__ in, X *__restrict__ out, \
-                                              SoftParams p) {                                \
-    soft_reg<X, 1>(in, out, p);                                                              \
-  }                                                                                          \
-  extern "C" __global__ void __launch_bounds__(1024) soft_regv_##NAME(const X *__restrict__ in, X *__restrict__ out, \
-                                              SoftParams p) {                                \
-    soft_reg<X, (int)(16 / sizeof(X))>(in, out, p);                                          \
+#define SOFT_REG_F(NAME, X)                                                                  \
+  SOFT_ENTRY(rv, NAME, X, 4, 2) SOFT_ENTRY(rv, NAME, X, 4, 4) SOFT_ENTRY(rv, NAME, X, 4, 8)  \
+  SOFT_ENTRY(rs, NAME, X, 1, 4) SOFT_ENTRY(rs, NAME, X, 1, 16) SOFT_LOOPV(NAME, X)
+#define SOFT_REG_D(NAME, X)                                                                  \
+  SOFT_ENTRY(rv, NAME, X, 2, 2) SOFT_ENTRY(rv, NAME, X, 2, 4) SOFT_ENTRY(rs, NAME, X, 1, 4)  \
+  SOFT_ENTRY(rs, NAME, X, 1, 8) SOFT_LOOPV(NAME, X)
+#define SOFT_REG_H(NAME, X)                                                                  \
+  SOFT_ENTRY(rv, NAME, X, 8, 2) SOFT_ENTRY(rv, NAME, X, 8, 4) SOFT_ENTRY(rs, NAME, X, 1, 4)  \
+  SOFT_ENTRY(rs, NAME, X, 1, 16) SOFT_LOOPV(NAME, X)
+#define SOFT_LOOPV(NAME, X)                                                                  \
+  extern "C" __global__ void __launch_bounds__(1024)                                         \
+      soft_loopv_##NAME(const X *__restrict__ in, X *__restrict__ out, SoftParams p) {       \
+    soft_loopv<X>(in, out, p);                                                               \
   }
 #else
-#define SOFT_REG(NAME, X)
+#define SOFT_REG_F(NAME, X)
+#define SOFT_REG_D(NAME, X)
+#define SOFT_REG_H(NAME, X)
 #endif
 
-#define SOFT_KERNELS(NAME, X)                                                                \
-  SOFT_REG(NAME, X)                                                                          \
+#define SOFT_KERNELS(NAME, X, REG)                                                           \
+  REG(NAME, X)                                                                               \
   extern "C" __global__ void __launch_bounds__(1024) soft_loop_##NAME(const X *__restrict__ in, X *__restrict__ out, \
                                               SoftParams p) {                                \
     soft_loop<X>(in, out, p);                                                                \
@@ -229,7 +328,7 @@ DEV void soft_tile(const X *__restrict__ in, X *__restrict__ out, const SoftPara
     soft_tile<X>(in, out, p);                                                                \
   }
 
-SOFT_KERNELS(f32, float)
-SOFT_KERNELS(f64, double)
-SOFT_KERNELS(f16, f16)
-SOFT_KERNELS(bf16, bf16)
+SOFT_KERNELS(f32, float, SOFT_REG_F)
+SOFT_KERNELS(f64, double, SOFT_REG_D)
+SOFT_KERNELS(f16, f16, SOFT_REG_H)
+SOFT_KERNELS(bf16, bf16, SOFT_REG_H)

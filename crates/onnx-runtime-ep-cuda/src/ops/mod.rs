@@ -6,9 +6,12 @@ pub mod common;
 mod construct;
 mod conv;
 mod cumsum;
+mod detection;
 mod elementwise;
+pub mod fused;
 mod gemm;
 mod index;
+mod linalg;
 mod loss;
 pub mod modules;
 mod movement;
@@ -20,6 +23,7 @@ mod reduce;
 mod reshape;
 mod rnn;
 mod select;
+mod signal;
 mod tensor_misc;
 
 use crate::runtime::CudaRuntime;
@@ -51,6 +55,10 @@ pub fn registry() -> Registry {
     attention::register(&mut r);
     rnn::register(&mut r);
     loss::register(&mut r);
+    fused::register(&mut r);
+    signal::register(&mut r);
+    detection::register(&mut r);
+    linalg::register(&mut r);
     r
 }
 
@@ -69,5 +77,9 @@ pub fn family_modules() -> Vec<crate::compiler::ModuleSpec> {
     all.extend(attention::modules());
     all.extend(rnn::modules());
     all.extend(loss::modules());
+    all.extend(fused::modules());
+    all.extend(signal::modules());
+    all.extend(detection::modules());
+    all.extend(linalg::modules());
     all
 }

@@ -53,14 +53,10 @@ pub fn type_tag(dtype: DataType) -> Option<&'static str> {
     TYPED.iter().find(|t| t.0 == dtype).map(|t| t.1)
 }
 
-/// Cast to `to`: one module per output type holding a kernel per input type.
+/// Cast to `to`: one module per output type holding a kernel per input type (numeric types,
+/// bool and the small float8 / float4 / 4- and 2-bit types; see `ops/cast.rs`).
 pub fn cast_module(to: DataType) -> Option<ModuleSpec> {
-    let (_, tag, ctype) = TYPED.iter().find(|t| t.0 == to)?;
-    Some(
-        ModuleSpec::new(format!("cast_to_{tag}"), include_str!("../kernels/cast.cu"))
-            .define("OUT_T", ctype)
-            .with_half(),
-    )
+    super::cast::cast_module(to)
 }
 
 /// Every module variant the provider can compile (the NVRTC test compiles them all).
@@ -72,7 +68,7 @@ pub fn all_modules() -> Vec<ModuleSpec> {
         cumsum_module(),
         construct_module(),
     ];
-    all.extend(TYPED.iter().filter_map(|t| cast_module(t.0)));
+    all.extend(super::cast::modules());
     all.extend(super::family_modules());
     all
 }

@@ -1,7 +1,8 @@
 //! Matrix products against the CPU provider: MatMul (vectors, batch broadcasting, transposed
 //! and padded views, every dtype), Gemm (transposes, every C broadcast, alpha/beta, integer
-//! types), FusedMatMul (alpha, transposes, batch transposes), MatMulBias with each activation,
-//! MatMulInteger and QLinearMatMul exactly; errors naming the node; capture after a warm run.
+//! types, opsets 1 and 6 with `broadcast`), FusedMatMul (alpha, transposes, batch
+//! transposes), MatMulBias with each activation, MatMulInteger and QLinearMatMul exactly;
+//! errors naming the node; capture after a warm run.
 //! Every run asks `output_types` first and executes on outputs of exactly those types.
 
 use super::harness::*;
@@ -331,6 +332,106 @@ fn gemm_transposes_and_every_c_broadcast() {
         err.contains("test_Gemm") && err.contains("missing"),
         "{err}"
     );
+}
+
+/// Gemm of opsets 1 and 6 (C required, the `broadcast` attribute) as the pytorch-converted
+/// models use it: Linear (transB, a row C), addmm (C broadcast or full), mm (beta 0).
+#[test]
+fn gemm_opsets_1_and_6_with_broadcast() {
+    let ep = gpu();
+    let mut rng = Rng::new(15);
+    let old = |tb: i64, beta: f32, broadcast: Option<i64>| {
+        let mut attrs = vec![
+            ("alpha", Attribute::Float(1.0)),
+            ("beta", Attribute::Float(beta)),
+            ("transB", Attribute::Int(tb)),
+        ];
+        if let Some(b) = broadcast {
+            attrs.push(("broadcast", Attribute::Int(b)));
+        }
+        node("Gemm", 3, 1, &attrs)
+    };
+    for opset in [1, 6] {
+        // test_Linear: A [4, 10], B [8, 10] (transB), C [8].
+        let a = uniform(&mut rng, DataType::Float32, &[4, 10]);
+        let b = uniform(&mut rng, DataType::Float32, &[8, 10]);
+        let c = uniform(&mut rng, DataType::Float32, &[8]);
+        check(
+            &ep,
+            &old(1, 1.0, Some(1)),
+            opset,
+            &[a, b, c],
+            1e-5,
+            "Linear",
+        );
+        // test_operator_addmm: a broadcast row C, then a full C without the attribute.
+        let a = uniform(&mut rng, DataType::Float32, &[2, 3]);
+        let b = uniform(&mut rng, DataType::Float32, &[3, 4]);
+        let c = uniform(&mut rng, DataType::Float32, &[4]);
+        let full = uniform(&mut rng, DataType::Float32, &[2, 4]).with_layout(Layout::Reversed);
+        check(
+            &ep,
+            &old(0, 1.0, Some(1)),
+            opset,
+            &[a.clone(), b.clone(), c],
+            1e-5,
+            "addmm broadcast",
+        );
+        check(
+            &ep,
+            &old(0, 1.0, None),
+            opset,
+            &[a.clone(), b.clone(), full.clone()],
+            1e-5,
+            "addmm full C",
+        );
+        // broadcast = 0 with a full C, and (as on the CPU provider) with a row C.
+        check(
+            &ep,
+            &old(0, 0.5, Some(0)),
+            opset,
+            &[a.clone(), b.clone(), full],
+            1e-5,
+            "broadcast 0",
+        );
+        let row = uniform(&mut rng, DataType::Float32, &[4]);
+        check(
+            &ep,
+            &old(0, 0.5, Some(0)),
+            opset,
+            &[a.clone(), b.clone(), row],
+            1e-5,
+            "broadcast 0, row C",
+        );
+        // test_operator_mm: beta 0 with a one-element C.
+        let zero = from_f64s(DataType::Float32, &[1], &[0.0]);
+        check(
+            &ep,
+            &old(0, 0.0, Some(1)),
+            opset,
+            &[a.clone(), b.clone(), zero],
+            1e-5,
+            "mm",
+        );
+        // float64 and C required.
+        let a64 = uniform(&mut rng, DataType::Float64, &[5, 7]);
+        let b64 = uniform(&mut rng, DataType::Float64, &[7, 3]);
+        let c64 = uniform(&mut rng, DataType::Float64, &[5, 1]);
+        check(
+            &ep,
+            &old(0, 2.0, Some(1)),
+            opset,
+            &[a64, b64, c64],
+            1e-12,
+            "float64",
+        );
+        let mut two = old(0, 1.0, Some(1));
+        two.inputs.truncate(2);
+        let err = run_resolved(&ep, &two, opset, &[a, b])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("test_Gemm"), "opset {opset}: {err}");
+    }
 }
 
 #[test]

@@ -898,6 +898,147 @@ fn softmax_row_followed_by_unit_axes() {
     }
 }
 
+/// Every register kernel variant (vectors or scalars a thread, a sub-warp / warp / block
+/// group a row) and the vector loop, for every float dtype: row lengths around each
+/// variant's capacity, contiguous (16-byte vectors) and padded (scalar, unaligned rows).
+#[test]
+fn softmax_register_variants_every_float_dtype() {
+    let ep = gpu();
+    let mut rng = Rng::new(35);
+    let soft_tol = |d: DataType| match d {
+        DataType::Float32 => (1e-4, 1e-6),
+        other => tol(other),
+    };
+    let lens = [
+        3usize, 8, 64, 72, 200, 256, 400, 1000, 1024, 1032, 2048, 4096, 5000, 8192, 16384, 20000,
+        36000,
+    ];
+    for op in ["Softmax", "LogSoftmax"] {
+        let n = node(op, 1, 1, &[]);
+        for dtype in FLOATS {
+            for &len in &lens {
+                for layout in [Layout::Contiguous, Layout::Padded] {
+                    let rows = if len > 4096 { 2 } else { 5 };
+                    let x = vals(&mut rng, dtype, &[rows, len], -8, 8).with_layout(layout);
+                    check_with(
+                        &ep,
+                        &n,
+                        13,
+                        &[x],
+                        soft_tol,
+                        &format!("{op} {dtype} [{rows}, {len}] {layout:?}"),
+                    );
+                }
+            }
+        }
+        // A row of NaN (the vector loop and the register kernels) is NaN throughout.
+        for len in [1000usize, 40000] {
+            let mut v = vec![f64::NAN; len];
+            v.extend((0..len).map(|i| (i % 7) as f64));
+            let x = from_f64s(DataType::Float32, &[2, len], &v);
+            check_with(
+                &ep,
+                &n,
+                13,
+                &[x],
+                soft_tol,
+                &format!("{op} NaN row len {len}"),
+            );
+        }
+    }
+}
+
+/// The rows kernel's rounds of vector loads (full, predicated last round, unaligned head and
+/// tail) and the column kernel's unrolled rounds, over lengths around the round sizes, for
+/// several kinds and dtypes; integer-valued inputs keep float sums exact.
+#[test]
+fn reduce_rows_and_columns_rounds_and_remainders() {
+    let ep = gpu();
+    let mut rng = Rng::new(14);
+    let exact = |_: DataType| (0.0, 0.0);
+    let lens = [
+        1usize, 7, 31, 32, 33, 100, 255, 256, 257, 1000, 1023, 4099, 9000,
+    ];
+    for dtype in [
+        DataType::Float32,
+        DataType::Float16,
+        DataType::Float64,
+        DataType::Int32,
+        DataType::Uint8,
+    ] {
+        for &len in &lens {
+            for layout in [Layout::Contiguous, Layout::Padded] {
+                let x = int_vals(&mut rng, dtype, &[6, len], 0, 8).with_layout(layout);
+                for (op, axis) in [("ReduceSum", 1i64), ("ReduceMax", 1), ("ReduceSum", 0)] {
+                    let n = node(op, 2, 1, &[("keepdims", int(0))]);
+                    check_with(
+                        &ep,
+                        &n,
+                        axes_input_opset(op),
+                        &[x.clone(), i64s(&[1], &[axis])],
+                        exact,
+                        &format!("{op} {dtype} [6, {len}] axis {axis} {layout:?}"),
+                    );
+                }
+                // Columns: the reduced axis is the slow one.
+                let c = int_vals(&mut rng, dtype, &[len, 5], 0, 8).with_layout(layout);
+                let n = node("ReduceSum", 2, 1, &[("keepdims", int(1))]);
+                check_with(
+                    &ep,
+                    &n,
+                    13,
+                    &[c, i64s(&[1], &[0])],
+                    exact,
+                    &format!("ReduceSum {dtype} [{len}, 5] axis 0 {layout:?}"),
+                );
+            }
+        }
+    }
+    // Wide accumulators (arg pairs, max-sums) and ties, over the same rounds.
+    for &len in &lens {
+        let x = int_vals(&mut rng, DataType::Float32, &[4, len], -3, 3);
+        for last in [0, 1] {
+            let n = node(
+                "ArgMax",
+                1,
+                1,
+                &[("axis", int(1)), ("select_last_index", int(last))],
+            );
+            check(
+                &ep,
+                &n,
+                13,
+                &[x.clone()],
+                &format!("ArgMax len {len} last {last}"),
+            );
+        }
+        for dtype in [DataType::Float32, DataType::Float64, DataType::Int32] {
+            let x = int_vals(&mut rng, dtype, &[4, len], -5, 5);
+            let n = node("ReduceLogSumExp", 2, 1, &[]);
+            check_with(
+                &ep,
+                &n,
+                18,
+                &[x, i64s(&[1], &[-1])],
+                reduce_tol("ReduceLogSumExp"),
+                &format!("ReduceLogSumExp {dtype} len {len}"),
+            );
+        }
+    }
+    // A NaN row: every thread of its group sees only NaN (the partial must still carry it).
+    let mut v = vec![f64::NAN; 3000];
+    v.extend((0..3000).map(|i| (i % 5) as f64));
+    let x = from_f64s(DataType::Float32, &[2, 3000], &v);
+    let n = node("ReduceLogSumExp", 2, 1, &[]);
+    check(
+        &ep,
+        &n,
+        18,
+        &[x, i64s(&[1], &[1])],
+        "ReduceLogSumExp NaN row",
+    );
+}
+
 #[test]
 fn softmax_errors_name_the_node() {
     let ep = gpu();
@@ -1227,8 +1368,78 @@ fn reduce_sum_and_softmax_throughput_64mb() {
             );
         }
     }
+    // ReduceMax over the last axis and ReduceSum over the first (the column kernel).
+    for (op, axis) in [("ReduceMax", 1i64), ("ReduceSum", 0)] {
+        let (rows, cols) = (4096usize, 4096usize);
+        let x = pattern(rows, cols);
+        let n = node(op, 2, 1, &[("keepdims", int(0))]);
+        let inputs = [x.clone(), i64s(&[1], &[axis])];
+        let opset = axes_input_opset(op);
+        let mut kernel = ep
+            .get_kernel(&n, &[x.shape.clone(), vec![1]], opset)
+            .unwrap();
+        kernel.set_constant_inputs(&[false, true]);
+        let mut b = Bound::new(&ep, &inputs, &[(DataType::Float32, vec![4096])]);
+        let secs = time_kernel(&ep, kernel.as_ref(), &mut b);
+        let gbs = (4 * rows * cols) as f64 / secs / 1e9;
+        eprintln!(
+            "{op} [{rows}, {cols}] axis {axis} f32: {:.1} us, {gbs:.0} GB/s",
+            secs * 1e6
+        );
+        let got = &b.read().unwrap()[0];
+        for o in [0, 2047, 4095] {
+            let v: Vec<f64> = if axis == 1 {
+                row(&x, o, cols)
+            } else {
+                (0..rows).map(|r| get(&x, r * cols + o)).collect()
+            };
+            let want = if op == "ReduceMax" {
+                v.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+            } else {
+                v.iter().sum()
+            };
+            let g = get(got, o);
+            assert!(
+                (g - want).abs() <= 1e-2 + 1e-4 * want.abs(),
+                "{op} axis {axis} output {o}: got {g}, want {want}"
+            );
+        }
+    }
+    // LogSoftmax over the last axis.
+    {
+        let (rows, cols) = (16384usize, 1024usize);
+        let x = pattern(rows, cols);
+        let n = node("LogSoftmax", 1, 1, &[]);
+        let kernel = ep.get_kernel(&n, &[x.shape.clone()], 13).unwrap();
+        let mut b = Bound::new(&ep, &[x.clone()], &[(DataType::Float32, vec![rows, cols])]);
+        let secs = time_kernel(&ep, kernel.as_ref(), &mut b);
+        let gbs = (8 * rows * cols) as f64 / secs / 1e9;
+        eprintln!(
+            "LogSoftmax [{rows}, {cols}] f32: {:.1} us, {gbs:.0} GB/s (read + write)",
+            secs * 1e6
+        );
+        let got = &b.read().unwrap()[0];
+        for r in [0, rows - 1] {
+            let v = row(&x, r, cols);
+            let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let ls = v.iter().map(|a| (a - m).exp()).sum::<f64>().ln();
+            for j in [0, cols / 3, cols - 1] {
+                let want = v[j] - m - ls;
+                let g = get(got, r * cols + j);
+                assert!(
+                    (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "LogSoftmax [{r}, {j}]: got {g}, want {want}"
+                );
+            }
+        }
+    }
     // Softmax over the last axis.
-    for (rows, cols) in [(16384usize, 1024usize), (4096, 4096), (512, 32768)] {
+    for (rows, cols) in [
+        (16384usize, 1024usize),
+        (4096, 4096),
+        (512, 32768),
+        (256, 65536),
+    ] {
         let x = pattern(rows, cols);
         let n = node("Softmax", 1, 1, &[]);
         let kernel = ep.get_kernel(&n, &[x.shape.clone()], 13).unwrap();

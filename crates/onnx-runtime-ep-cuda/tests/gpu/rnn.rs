@@ -986,7 +986,7 @@ fn bad_inputs_and_attributes_are_errors_naming_the_node() {
                 Attribute::Strings(vec!["Sigmoid".into(), "Gelu".into()]),
             ),
         ],
-        "gelu",
+        "'Gelu'",
     );
     let mut n3 = node("GRU", 3, 3, &[h8]);
     n3.name = "gru_three_outputs".into();

@@ -1,7 +1,9 @@
 //! Graph optimizations applied when a session is built, before kernels are chosen: no-op
 //! removal, constant affine maps folded into Conv weights, and (at [`OptimizationLevel::All`])
 //! chains of element-wise ops fused into single `com.microsoft` kernels, and MatMul with its
-//! bias and activation into the CPU provider's internal `MatMulBias`.
+//! bias and activation into the CPU provider's internal `MatMulBias`. For a session on a CUDA
+//! device ([`optimize_for_device`]) the remaining chains of element-wise nodes then become
+//! internal `FusedElementwise` nodes, one generated kernel each.
 //!
 //! Every rewrite fires only when it computes the same function: its constants are
 //! constants (initializers that are not graph inputs, `Constant`/`ConstantOfShape` nodes,
@@ -12,12 +14,14 @@
 
 mod activation;
 mod conv_fold;
+mod elementwise_chain;
 mod matmul_fuse;
 mod noop;
 mod rewriter;
 mod shapes;
 mod transformer;
 
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::CpuRegistry;
 use onnx_runtime_ir::{Attribute, Graph, NodeId};
 use rewriter::Rewriter;
@@ -98,6 +102,19 @@ pub fn optimize(
     level: OptimizationLevel,
     registry: &CpuRegistry,
 ) -> OptimizeReport {
+    optimize_for_device(graph, level, registry, None)
+}
+
+/// [`optimize`] for a session that runs on `device` (`SessionOptions::device`): on a CUDA
+/// device that runs them, at [`OptimizationLevel::All`], chains of element-wise nodes are
+/// then fused last into internal `FusedElementwise` nodes (one generated kernel each).
+pub fn optimize_for_device(
+    graph: &mut Graph,
+    level: OptimizationLevel,
+    registry: &CpuRegistry,
+    device: Option<&dyn ExecutionProvider>,
+) -> OptimizeReport {
+    let chains = level >= OptimizationLevel::All && elementwise_chain::enabled(device, registry);
     let mut report = OptimizeReport {
         nodes_before: count_nodes(graph),
         ..Default::default()
@@ -113,6 +130,7 @@ pub fn optimize(
         level,
         registry,
         opset,
+        chains,
         &mut report.applied,
         &mut domains,
     );
@@ -131,6 +149,7 @@ fn optimize_graph(
     level: OptimizationLevel,
     registry: &CpuRegistry,
     opset: u64,
+    chains: bool,
     applied: &mut BTreeMap<&'static str, usize>,
     domains: &mut BTreeSet<&'static str>,
 ) {
@@ -138,11 +157,11 @@ fn optimize_graph(
         for attr in node.attributes.values_mut() {
             match attr {
                 Attribute::Graph(g) => {
-                    optimize_graph(g, level, registry, opset, applied, domains);
+                    optimize_graph(g, level, registry, opset, chains, applied, domains);
                 }
                 Attribute::Graphs(gs) => {
                     for g in gs {
-                        optimize_graph(g, level, registry, opset, applied, domains);
+                        optimize_graph(g, level, registry, opset, chains, applied, domains);
                     }
                 }
                 _ => {}
@@ -177,7 +196,12 @@ fn optimize_graph(
             }
         }
     }
+    // Last, for a device: element-wise chains into one node each.
+    let fused = chains && elementwise_chain::fuse_chains(&mut rw);
     let (done, added) = rw.finish();
+    if fused {
+        elementwise_chain::restore_topological_order(graph);
+    }
     for (k, v) in done {
         *applied.entry(k).or_default() += v;
     }

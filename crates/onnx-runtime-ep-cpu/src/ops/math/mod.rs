@@ -14,6 +14,7 @@ mod cumsum;
 mod det;
 mod einsum;
 pub mod elementwise;
+pub mod fused_elementwise;
 pub mod layout;
 mod logic;
 pub mod num;
@@ -35,6 +36,7 @@ pub fn register(r: &mut CpuRegistry) {
     cumsum::register(r);
     det::register(r);
     einsum::register(r);
+    fused_elementwise::register(r);
     reduce::register(r);
     softmax::register(r);
     topk::register(r);

@@ -445,13 +445,18 @@ fn i32_of(base: &Base, v: usize, what: &str) -> EpResult<i32> {
         })
 }
 
+/// Query rows x keys x head size up to which half types run on the SIMT kernels.
+const SMALL_WORK: u64 = 1 << 20;
+
 impl Sdpa {
     pub fn load(base: &Base) -> EpResult<Self> {
         let mut fns = HashMap::new();
         let arch = base.rt.arch();
         let tensor_cores = arch >= 80;
         for (dtype, _, _, _) in FLOATS {
-            let with_simt = needs_simt(dtype, arch);
+            // Half types take the float32 SIMT kernels too, for problems too small for the
+            // tensor cores to pay (see `SMALL_WORK`).
+            let with_simt = needs_simt(dtype, arch) || mma_module(dtype).is_some();
             let spec = fwd_module(dtype, with_simt).expect("a float dtype");
             let m = base.module(&spec)?;
             let (dps, bm, bn) = simt_variants(dtype);
@@ -643,7 +648,19 @@ impl Sdpa {
         let mut a = self.params(base, f, p)?;
         let need = p.d.max(p.dv).max(1);
         // (function, rows per block, keys per tile, shared bytes)
-        let (func, bm, bn, smem) = match f.mma.iter().find(|(dp, _, _)| *dp >= need) {
+        // A small problem runs on the SIMT kernels, which keep the probabilities in float32
+        // (the tensor-core kernels round them to the half type before P V): as fast there, and
+        // within half an ulp of a float32 reference where the tensor cores can be one ulp off.
+        let work = (rows as u64)
+            .saturating_mul(p.t() as u64)
+            .saturating_mul(need as u64);
+        let tensor = work > SMALL_WORK || f.simt.is_empty();
+        let mma = if tensor {
+            f.mma.iter().find(|(dp, _, _)| *dp >= need)
+        } else {
+            None
+        };
+        let (func, bm, bn, smem) = match mma {
             Some(&(dp, bn, func)) => (func, 64usize, bn, (64 + 4 * bn) * (dp + 8) * f.width),
             None => {
                 let &(dp, func) = f.simt.iter().find(|(dp, _)| *dp >= need).ok_or_else(|| {

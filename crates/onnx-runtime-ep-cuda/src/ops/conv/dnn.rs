@@ -1,7 +1,8 @@
 //! cuDNN through cudarc's raw bindings (`cudarc::cudnn::sys`, the legacy convolution API):
 //! one handle per runtime, bound to the runtime's stream (a [`CudaRuntime::extension`]);
-//! descriptors that destroy themselves; the algorithm chosen by cuDNN's heuristics
-//! (`cudnnGet*Algorithm_v7`, not the exhaustive `cudnnFind*`, which makes first runs slow);
+//! descriptors that destroy themselves; the algorithm proposed by cuDNN's heuristics
+//! (`cudnnGet*Algorithm_v7`, not the exhaustive `cudnnFind*`, which makes first runs slow),
+//! the first few of which a shape's first eager run times with driver events ([`Timer`]);
 //! and a workspace shared by the runtime's convolutions that only grows, so a block a captured
 //! graph holds is never handed to anything else.
 //!
@@ -562,6 +563,8 @@ pub struct Algo<A> {
     pub algo: A,
     pub math: sys::cudnnMathType_t,
     pub workspace: usize,
+    /// Proposed by the heuristics (not one of the last resorts appended after them).
+    pub proposed: bool,
 }
 
 fn fwd_algo(v: u32) -> Option<sys::cudnnConvolutionFwdAlgo_t> {
@@ -592,17 +595,17 @@ fn bwd_data_algo(v: u32) -> Option<sys::cudnnConvolutionBwdDataAlgo_t> {
     })
 }
 
-/// The heuristics' proposals (algorithm, math type) that are usable for `ty`, best first,
-/// then every algorithm in order as a last resort.
-fn proposals(perf: &[Perf], ty: Types, count: u32) -> Vec<(u32, u32)> {
-    let mut out: Vec<(u32, u32)> = perf
+/// The heuristics' proposals (algorithm, math type, proposed) that are usable for `ty`, best
+/// first, then every algorithm in order as a last resort.
+fn proposals(perf: &[Perf], ty: Types, count: u32) -> Vec<(u32, u32, bool)> {
+    let mut out: Vec<(u32, u32, bool)> = perf
         .iter()
         .filter(|p| p.status == 0 && p.memory <= WORKSPACE_CAP && ty.math_ok(p.math))
-        .map(|p| (p.algo, p.math))
+        .map(|p| (p.algo, p.math, true))
         .collect();
     for a in 0..count {
         if !out.iter().any(|o| o.0 == a) {
-            out.push((a, ty.math as u32));
+            out.push((a, ty.math as u32, false));
         }
     }
     out
@@ -647,7 +650,7 @@ impl Dnn {
         )?;
         let returned = (returned.max(0) as usize).min(perf.len());
         let mut algos = Vec::new();
-        for (a, m) in proposals(&perf[..returned], ty, 8) {
+        for (a, m, proposed) in proposals(&perf[..returned], ty, 8) {
             let Some(algo) = fwd_algo(a) else { continue };
             let math = ty.math_for(m);
             conv.set_math(math)?;
@@ -663,6 +666,7 @@ impl Dnn {
                     algo,
                     math,
                     workspace: ws,
+                    proposed,
                 });
             }
         }
@@ -710,7 +714,7 @@ impl Dnn {
         )?;
         let returned = (returned.max(0) as usize).min(perf.len());
         let mut algos = Vec::new();
-        for (a, m) in proposals(&perf[..returned], ty, 6) {
+        for (a, m, proposed) in proposals(&perf[..returned], ty, 6) {
             let Some(algo) = bwd_data_algo(a) else {
                 continue;
             };
@@ -728,6 +732,7 @@ impl Dnn {
                     algo,
                     math,
                     workspace: ws,
+                    proposed,
                 });
             }
         }
@@ -735,6 +740,88 @@ impl Dnn {
             conv.set_math(first.math)?;
         }
         Ok(algos)
+    }
+}
+
+// ---- timing the proposals ----
+
+/// How many of the heuristics' proposals the first eager run of a shape times.
+pub const TUNE_CANDIDATES: usize = 4;
+
+/// Timed runs per proposal (after one untimed warm-up run).
+pub const TUNE_REPS: usize = 3;
+
+/// A proposal after the first that needs a workspace beyond this (and beyond the first's) is
+/// not timed: the shared workspace only grows, so a trial would keep the memory.
+pub const TUNE_WORKSPACE_CAP: usize = 256 << 20;
+
+/// Device time of work enqueued on the runtime's stream, between two CUDA driver events
+/// (used once per shape on its first eager run, never during capture: it synchronizes).
+pub struct Timer {
+    start: cudarc::driver::sys::CUevent,
+    end: cudarc::driver::sys::CUevent,
+}
+
+impl Timer {
+    pub fn new(rt: &CudaRuntime) -> EpResult<Timer> {
+        use cudarc::driver::result::event;
+        use cudarc::driver::sys::CUevent_flags;
+        let err = |e: cudarc::driver::DriverError| EpError::device("cuda: event", format!("{e:?}"));
+        rt.bind_thread()?;
+        let start = event::create(CUevent_flags::CU_EVENT_DEFAULT).map_err(err)?;
+        let end = match event::create(CUevent_flags::CU_EVENT_DEFAULT) {
+            Ok(e) => e,
+            Err(e) => {
+                // SAFETY: ours, never recorded.
+                let _ = unsafe { event::destroy(start) };
+                return Err(err(e));
+            }
+        };
+        Ok(Timer { start, end })
+    }
+
+    /// Runs `f` once (warm-up: lazy kernel loading, caches), then `reps` times between the
+    /// events; the mean device time of one run in microseconds. Refused during capture.
+    pub fn time(
+        &self,
+        rt: &CudaRuntime,
+        reps: usize,
+        mut f: impl FnMut() -> EpResult<()>,
+    ) -> EpResult<f64> {
+        use cudarc::driver::result::event;
+        if rt.is_capturing() {
+            return Err(EpError::device(
+                "cuda: timing",
+                "internal: algorithm timing during graph capture",
+            ));
+        }
+        let err = |e: cudarc::driver::DriverError| EpError::device("cuda: event", format!("{e:?}"));
+        f()?;
+        let stream = rt.stream_handle();
+        // SAFETY: both events are live and belong to the runtime's context; the stream is the
+        // runtime's.
+        unsafe { event::record(self.start, stream) }.map_err(err)?;
+        for _ in 0..reps.max(1) {
+            f()?;
+        }
+        // SAFETY: as above.
+        let ms = unsafe {
+            event::record(self.end, stream).map_err(err)?;
+            event::synchronize(self.end).map_err(err)?;
+            event::elapsed(self.start, self.end).map_err(err)?
+        };
+        Ok(f64::from(ms) * 1e3 / reps.max(1) as f64)
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: ours; destroying an event whose work is pending is allowed (the driver
+        // releases it when the work completes).
+        unsafe {
+            let _ = cudarc::driver::result::event::destroy(self.start);
+            let _ = cudarc::driver::result::event::destroy(self.end);
+        }
     }
 }
 
@@ -833,7 +920,8 @@ mod tests {
             },
         ];
         let p = proposals(&perf, f32t, 8);
-        assert_eq!(p[0], (6, 3));
+        assert_eq!(p[0], (6, 3, true));
         assert_eq!(p.len(), 8);
+        assert!(p[1..].iter().all(|q| !q.2));
     }
 }

@@ -1,21 +1,25 @@
 //! Convolutions: Conv (opset 1, 11, 22) and com.microsoft FusedConv through cuDNN's forward
-//! convolution, ConvTranspose (1, 11, 22) through cuDNN's backward-data convolution, and
-//! direct kernels for ConvInteger and QLinearConv (10). float32 runs with true FP32 math (no
-//! TF32), float16 and bfloat16 with float32 accumulation on tensor cores, float64 in double.
+//! convolution, or one cuBLASLt GEMM for pointwise (1x1) ones, ConvTranspose (1, 11, 22)
+//! through cuDNN's backward-data convolution, and direct kernels for ConvInteger and
+//! QLinearConv (10). float32 runs with true FP32 math (no TF32; the GEMMs follow the gemm
+//! family's `ONNX_RUNTIME_CUDA_TF32`), float16 and bfloat16 with float32 accumulation on
+//! tensor cores, float64 in double.
 //!
 //! cuDNN sees packed NCHW-style tensors only: inputs with other strides are packed by a
 //! kernel of `kernels/conv.cu`, which also adds the part of an asymmetric padding that
 //! cuDNN's symmetric pads cannot express. Bias, FusedConv's residual Z and activations that
 //! cuDNN's fused call does not take run in one vectorized epilogue pass, which also crops a
 //! transposed convolution's result and writes strided outputs. The algorithm is chosen once
-//! per input shape by cuDNN's heuristics (no exhaustive search) and kept with its workspace,
-//! so a kernel is capturable once it ran eagerly for the shape.
+//! per input shape: the first eager run times the first few of cuDNN's heuristic proposals
+//! (no exhaustive search) and keeps the fastest with its workspace, so a kernel is capturable
+//! once it ran eagerly for the shape.
 
 #[allow(clippy::module_inception)]
 mod conv;
 mod conv_transpose;
 pub mod dnn;
 mod fused;
+mod pointwise;
 mod quant;
 
 use super::common::{attr_ints, attr_string, Base};

@@ -1,5 +1,8 @@
-//! Matrix products: MatMul (opsets 1, 9, 13), Gemm (7, 9, 11, 13), com.microsoft FusedMatMul,
-//! the session's internal MatMulBias, MatMulInteger (10) and QLinearMatMul (10, 21).
+//! Matrix products: MatMul (opsets 1, 9, 13), Gemm (1, 6, 7, 9, 11, 13; the `broadcast`
+//! attribute of opsets 1 and 6 changes nothing: C broadcasts as the CPU provider lets it),
+//! com.microsoft FusedMatMul, the session's internal MatMulBias, MatMulInteger (10),
+//! QLinearMatMul (10, 21) and Einsum (12, pairwise contractions on the same products, see
+//! [`einsum`]).
 //!
 //! Float products (float32, float16, bfloat16 with float32 accumulation, float64) run on
 //! cuBLASLt ([`blas`]): one handle and one 32 MiB workspace per runtime, the heuristic's
@@ -19,12 +22,13 @@
 //! MatMulInteger, QLinearMatMul) run on a tiled kernel of our own that reads any strides and
 //! subtracts zero points as it loads.
 
-mod blas;
+pub(crate) mod blas;
 mod driver;
+mod einsum;
 mod gemm_op;
 mod integer;
 mod matmul;
-mod shape;
+pub(crate) mod shape;
 
 use super::Registry;
 use crate::compiler::ModuleSpec;
@@ -44,16 +48,17 @@ pub fn register(r: &mut Registry) {
     }
     r.register("com.microsoft", "FusedMatMul", 1, matmul::fused_matmul);
     r.register(INTERNAL_DOMAIN, "MatMulBias", 1, matmul::matmul_bias);
-    for since in [7, 9, 11, 13] {
+    for since in [1, 6, 7, 9, 11, 13] {
         r.register("", "Gemm", since, gemm_op::gemm);
     }
     r.register("", "MatMulInteger", 10, integer::matmul_integer);
     for since in [10, 21] {
         r.register("", "QLinearMatMul", since, integer::qlinear_matmul);
     }
+    r.register("", "Einsum", 12, einsum::einsum);
 }
 
 /// The NVRTC modules this family compiles (all variants, for the compile test).
 pub fn modules() -> Vec<ModuleSpec> {
-    vec![gemm_module()]
+    vec![gemm_module(), einsum::einsum_module()]
 }

@@ -1,16 +1,18 @@
 //! Pooling and resampling: MaxPool (with Indices), AveragePool, LpPool and the global pools
 //! (`pooling`), Resize and Upsample (`resize`, its host-side plan in `resize_plan`), DepthToSpace and SpaceToDepth (`space`),
-//! GridSample (`grid`). Own NVRTC kernels (no cuDNN), semantics mirroring the CPU provider.
+//! GridSample (`grid`), AffineGrid (`affine_grid`), MaxUnpool (`unpool`). Own NVRTC kernels (no cuDNN), semantics mirroring the CPU provider.
 //!
 //! Shared here: the modules' specs, division by a runtime constant for the kernels' index
 //! math ([`FastDiv`]), device buffers a kernel keeps for its life ([`DeviceBlocks`]) and host
 //! reads of float inputs with the warm-then-capture rule ([`FloatReads`]).
 
+mod affine_grid;
 mod grid;
 mod pooling;
 mod resize;
 mod resize_plan;
 mod space;
+mod unpool;
 
 use super::common::{read_f64s, Base};
 use super::Registry;
@@ -25,11 +27,19 @@ pub fn register(r: &mut Registry) {
     resize::register(r);
     space::register(r);
     grid::register(r);
+    unpool::register(r);
+    affine_grid::register(r);
 }
 
 /// The NVRTC modules this family compiles (all variants, for the compile test).
 pub fn modules() -> Vec<ModuleSpec> {
-    vec![pool_module(), resize_module(), grid_module()]
+    vec![
+        pool_module(),
+        resize_module(),
+        grid_module(),
+        unpool_module(),
+        affine_grid_module(),
+    ]
 }
 
 /// Windowed and global pools, every dtype.
@@ -66,6 +76,23 @@ pub(crate) fn grid_module() -> ModuleSpec {
         ),
     )
     .with_half()
+}
+
+/// MaxUnpool's zero fill and scatter, by element width.
+pub(crate) fn unpool_module() -> ModuleSpec {
+    ModuleSpec::new(
+        "unpool",
+        concat!(
+            include_str!("../../kernels/pool_common.cuh"),
+            include_str!("../../kernels/unpool.cu")
+        ),
+    )
+    .with_half()
+}
+
+/// AffineGrid by dtype.
+pub(crate) fn affine_grid_module() -> ModuleSpec {
+    ModuleSpec::new("affine_grid", include_str!("../../kernels/affine_grid.cu")).with_half()
 }
 
 /// Division by `d` as the kernels do it for dividends below 2^31:

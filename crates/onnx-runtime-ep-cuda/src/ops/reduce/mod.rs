@@ -280,8 +280,9 @@ pub(crate) struct Reduction<'a> {
     pub elem: usize,
 }
 
-/// Contiguous reduced elements a thread of the rows kernel reads (in 16-byte vectors).
-const PER_THREAD_VECTORS: i64 = 4;
+/// Contiguous reduced vectors a thread of the rows kernel loads at once (RED_UNROLL of
+/// reduce.cu): one such round a thread at least, before a row takes more than a warp.
+const PER_THREAD_VECTORS: i64 = 8;
 /// The shortest run of a row a split of the rows kernel reduces.
 const ROW_SPLIT_MIN: i64 = 4096;
 /// Reduced elements per thread, at least, in a split of the column kernel.
@@ -357,7 +358,14 @@ pub(crate) fn plan_reduction(
     fill_axes(&red, &mut p.r_dims, &mut p.r_in, &mut unused);
     let first = if rows {
         let per = PER_THREAD_VECTORS * if contig { (16 / r.elem) as i64 } else { 1 };
-        let mut g = np2(ceil_div(n_red, per)).clamp(1, 1024);
+        // One round of loads a thread; but at most a warp a row (shuffles alone, and each
+        // thread streams several rounds) while the rows fill a quarter of the GPU's threads;
+        // fewer rows spread over more threads (up to a round each), then over splits.
+        let full = np2(ceil_div(n_red, per)).clamp(1, 1024);
+        let mut g = full.min(32);
+        if n_out * g < target / 4 {
+            g = full.min(np2(ceil_div(target, n_out))).max(g);
+        }
         if n_out * g < target / 2 && n_red >= 2 * ROW_SPLIT_MIN && cap / n_out >= 2 {
             let want = ceil_div(target, n_out * g)
                 .min(n_red / ROW_SPLIT_MIN)
@@ -538,6 +546,44 @@ mod tests {
         assert_eq!(group_block(64), (64, 4));
         assert_eq!(group_block(1024), (1024, 1));
         assert_eq!((np2(0), np2(1), np2(5), np2(1024)), (1, 1, 8, 1024));
+    }
+
+    /// A last-axis reduction of a contiguous [rows, cols] float32 tensor on an H200.
+    fn last_axis(rows: usize, cols: usize) -> Vec<Launch<RedKernel, RedParams>> {
+        let r = Reduction {
+            shape: &[rows, cols],
+            in_strides: vec![cols as i64, 1],
+            out_strides: vec![1, 0],
+            reduced: vec![false, true],
+            count: cols as i64,
+            flags: 0,
+            elem: 4,
+        };
+        plan_reduction(&r, 132 * 2048, (WS_BYTES as i64) / ACC_BYTES).unwrap()
+    }
+
+    #[test]
+    fn last_axis_rows_take_a_warp_each_until_few() {
+        // [4096, 4096]: a warp a row (4 rounds of 8 vector loads a lane), one launch.
+        let l = last_axis(4096, 4096);
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].kernel, RedKernel::Rows);
+        assert_eq!((l[0].block, l[0].grid), ((32, 8, 1), (512, 1, 1)));
+        // [16384, 1024]: a warp a row, one round a lane.
+        let l = last_axis(16384, 1024);
+        assert_eq!((l[0].block, l[0].grid), ((32, 8, 1), (2048, 1, 1)));
+        // [256, 65536]: few rows spread over 1024 threads.
+        let l = last_axis(256, 65536);
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].block, (1024, 1, 1));
+        // One long row: split over blocks, then finished.
+        let l = last_axis(1, 1 << 24);
+        assert_eq!(l.len(), 2);
+        assert!(l[0].params.splits > 100);
+        assert_eq!(l[1].kernel, RedKernel::Finish);
+        // Short rows: fewer threads a row (8 vectors each).
+        let l = last_axis(100_000, 64);
+        assert_eq!(l[0].block, (2, 128, 1));
     }
 
     #[test]

@@ -40,10 +40,43 @@ pub(crate) struct SoftParams {
 /// The kernels of softmax.cu.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SoftKernel {
-    Reg1,
-    RegV,
+    /// The row in registers: `nv` vectors a thread, 16-byte vectors (`vector`) or scalars.
+    Reg {
+        vector: bool,
+        nv: i64,
+    },
+    /// A contiguous aligned row longer than the registers hold, in 16-byte vectors.
+    LoopV,
     Loop,
     Tile,
+}
+
+/// The vectors a thread of the register kernels may hold (soft_rvN / soft_rsN of softmax.cu):
+/// at most 32 float (16 in scalars) or 8 double values, which fit 64 registers without
+/// spilling.
+pub(crate) fn reg_caps(elem: usize, vector: bool) -> &'static [i64] {
+    match (vector, elem) {
+        (true, 4) => &[2, 4, 8],
+        (true, _) => &[2, 4],
+        (false, 8) => &[4, 8],
+        (false, _) => &[4, 16],
+    }
+}
+
+/// The group (threads per row, a power of two) and vectors a thread of the register kernels
+/// for rows of `nvec` vectors: the fewest vectors a thread that keep a row within one warp
+/// (reduced by shuffles alone), else the most, over up to 1024 threads; `None` when the row
+/// does not fit.
+pub(crate) fn reg_shape(nvec: i64, caps: &[i64]) -> Option<(i64, i64)> {
+    for &c in caps {
+        let g = np2(ceil_div(nvec, c));
+        if g <= 32 {
+            return Some((g, c));
+        }
+    }
+    let c = *caps.last()?;
+    let g = np2(ceil_div(nvec, c));
+    (g <= 1024).then_some((g, c))
 }
 
 /// Plans Softmax / LogSoftmax (`reg`: with the register kernels) or Hardmax over the row axes
@@ -109,22 +142,19 @@ pub(crate) fn plan_softmax(
     let vector =
         contig && len % vmax == 0 && aligned && kept.iter().all(|k| bytes16(k.a) && bytes16(k.b));
     let v = if vector { vmax } else { 1 };
-    let nv = reg_cap(elem, vector) / v; // vectors a thread holds
     let nvec = len / v;
-    let g = np2(ceil_div(nvec, (nv / 2).max(1))).clamp(1, 1024);
-    let (kernel, g) = if reg && nvec <= g * nv {
-        (
-            if vector {
-                SoftKernel::RegV
-            } else {
-                SoftKernel::Reg1
-            },
-            g,
-        )
+    let shape = if reg {
+        reg_shape(nvec, reg_caps(elem, vector))
     } else {
-        (SoftKernel::Loop, np2(ceil_div(len, 8)).clamp(32, 1024))
+        None
     };
-    let (bx, by) = group_block(g);
+    let (kernel, g) = match shape {
+        Some((g, nv)) => (SoftKernel::Reg { vector, nv }, g),
+        None if reg && vector => (SoftKernel::LoopV, np2(ceil_div(nvec, 16)).clamp(32, 1024)),
+        None => (SoftKernel::Loop, np2(ceil_div(len, 8)).clamp(32, 1024)),
+    };
+    // Groups of up to a warp: 128-thread blocks (fine-grained scheduling of short rows).
+    let (bx, by) = (g as u32, (128 / g).max(1) as u32);
     Ok(Some(Launch {
         kernel,
         grid: (grid_dim(ceil_div(rows, i64::from(by)))?, 1, 1),
@@ -148,20 +178,25 @@ fn logical_axes(shape: &[usize], a: &[i64], b: &[i64], reduced: &[bool]) -> Vec<
 }
 
 struct SoftFns {
-    /// Register-resident rows: scalar loads, 16-byte vectors (Softmax, LogSoftmax).
-    reg1: Option<Function>,
-    regv: Option<Function>,
+    /// Register-resident rows (Softmax, LogSoftmax): `(vector, nv)` -> soft_rvN / soft_rsN.
+    reg: Vec<((bool, i64), Function)>,
+    loopv: Option<Function>,
     lp: Function,
     tile: Function,
 }
 
-/// The elements a thread of soft_reg holds (`soft_cap` in softmax.cu).
-fn reg_cap(elem: usize, vector: bool) -> i64 {
-    match (vector, elem == 8) {
-        (true, true) => 8,
-        (true, false) => 32,
-        (false, true) => 4,
-        (false, false) => 8,
+impl SoftFns {
+    fn kernel(&self, k: SoftKernel) -> Option<Function> {
+        match k {
+            SoftKernel::Reg { vector, nv } => self
+                .reg
+                .iter()
+                .find(|(key, _)| *key == (vector, nv))
+                .map(|(_, f)| *f),
+            SoftKernel::LoopV => self.loopv,
+            SoftKernel::Loop => Some(self.lp),
+            SoftKernel::Tile => Some(self.tile),
+        }
     }
 }
 
@@ -233,17 +268,13 @@ impl Kernel for SoftmaxKernel {
             (start, end),
             base.width(x.dtype)?,
             src.is_multiple_of(16) && dst.is_multiple_of(16),
-            fns.reg1.is_some(),
+            !fns.reg.is_empty(),
         )
         .map_err(|e| base.err(e))?;
         let Some(l) = plan else { return Ok(()) };
-        let f = match l.kernel {
-            SoftKernel::Reg1 => fns.reg1,
-            SoftKernel::RegV => fns.regv,
-            SoftKernel::Loop => Some(fns.lp),
-            SoftKernel::Tile => Some(fns.tile),
-        }
-        .ok_or_else(|| base.err("no register kernel for this op"))?;
+        let f = fns
+            .kernel(l.kernel)
+            .ok_or_else(|| base.err(format!("no {:?} kernel for this op", l.kernel)))?;
         let (mut pi, mut po, mut p) = (src, dst, l.params);
         let mut args = [arg(&mut pi), arg(&mut po), arg(&mut p)];
         // SAFETY: the kernel reads and writes each row inside the input and output views.
@@ -261,18 +292,24 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, mode: usize) -> EpResul
     let module = base.module(&module(mode))?;
     let mut fns = HashMap::new();
     for (dtype, tag, _) in TYPED.iter().filter(|t| t.0.is_float()) {
-        let reg = |v: &str| -> EpResult<Option<Function>> {
-            if mode < 2 {
-                Ok(Some(module.function(&format!("soft_reg{v}_{tag}"))?))
-            } else {
-                Ok(None)
+        let elem = base.width(*dtype)?;
+        let mut reg = Vec::new();
+        let mut loopv = None;
+        if mode < 2 {
+            for vector in [true, false] {
+                let kind = if vector { "rv" } else { "rs" };
+                for &nv in reg_caps(elem, vector) {
+                    let f = module.function(&format!("soft_{kind}{nv}_{tag}"))?;
+                    reg.push(((vector, nv), f));
+                }
             }
-        };
+            loopv = Some(module.function(&format!("soft_loopv_{tag}"))?);
+        }
         fns.insert(
             *dtype,
             SoftFns {
-                reg1: reg("1")?,
-                regv: reg("v")?,
+                reg,
+                loopv,
                 lp: module.function(&format!("soft_loop_{tag}"))?,
                 tile: module.function(&format!("soft_tile_{tag}"))?,
             },
@@ -365,6 +402,96 @@ mod squeeze_tests {
                         let threads = l.block.0 * l.block.1 * l.block.2;
                         assert!((1..=1024).contains(&threads), "{what}");
                         assert!(l.block.0.is_power_of_two(), "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    fn plan(rows: usize, len: usize, elem: usize, aligned: bool) -> Launch<SoftKernel, SoftParams> {
+        let shape = [rows, len];
+        let s = [len as i64, 1];
+        plan_softmax(&shape, &s, &s, (1, 2), elem, aligned, true)
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_benchmark_shapes_hold_rows_in_registers() {
+        // [16384, 1024] f32: a warp a row, 8 vectors a lane, 4 rows a 128-thread block.
+        let l = plan(16384, 1024, 4, true);
+        assert_eq!(
+            l.kernel,
+            SoftKernel::Reg {
+                vector: true,
+                nv: 8
+            }
+        );
+        assert_eq!((l.block, l.grid), ((32, 4, 1), (4096, 1, 1)));
+        // [4096, 4096] f32: 4 warps a row.
+        let l = plan(4096, 4096, 4, true);
+        assert_eq!(
+            l.kernel,
+            SoftKernel::Reg {
+                vector: true,
+                nv: 8
+            }
+        );
+        assert_eq!((l.block, l.grid), ((128, 1, 1), (4096, 1, 1)));
+        // [512, 32768] f32: 1024 threads a row.
+        let l = plan(512, 32768, 4, true);
+        assert_eq!(
+            l.kernel,
+            SoftKernel::Reg {
+                vector: true,
+                nv: 8
+            }
+        );
+        assert_eq!(l.block, (1024, 1, 1));
+        // f16 rows of 1024: a warp, 4 vectors of 8 a lane.
+        let l = plan(100, 1024, 2, true);
+        assert_eq!(
+            l.kernel,
+            SoftKernel::Reg {
+                vector: true,
+                nv: 4
+            }
+        );
+        assert_eq!(l.block, (32, 4, 1));
+        // Longer rows: the vector loop; unaligned ones: scalars.
+        assert_eq!(plan(4, 40000, 4, true).kernel, SoftKernel::LoopV);
+        assert_eq!(plan(4, 40000, 4, false).kernel, SoftKernel::Loop);
+        assert_eq!(
+            plan(4, 1000, 4, false).kernel,
+            SoftKernel::Reg {
+                vector: false,
+                nv: 16
+            }
+        );
+    }
+
+    #[test]
+    fn register_shapes_cover_the_row_with_existing_kernels() {
+        for elem in [2usize, 4, 8] {
+            for vector in [true, false] {
+                let caps = reg_caps(elem, vector);
+                for nvec in 1..20000i64 {
+                    let Some((g, nv)) = reg_shape(nvec, caps) else {
+                        assert!(nvec > 1024 * caps.last().unwrap());
+                        continue;
+                    };
+                    let what = format!("elem {elem} vector {vector} nvec {nvec}");
+                    assert!(caps.contains(&nv), "{what}");
+                    assert!(g.count_ones() == 1 && g <= 1024, "{what}: group {g}");
+                    assert!(g * nv >= nvec, "{what}: {g} x {nv}");
+                    // Rows that fit a warp take one.
+                    if nvec <= 32 * caps.last().unwrap() {
+                        assert!(g <= 32, "{what}: group {g}");
                     }
                 }
             }

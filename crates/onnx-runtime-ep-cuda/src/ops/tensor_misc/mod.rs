@@ -4,6 +4,7 @@
 
 mod col2im;
 mod select;
+mod tensor_scatter;
 
 use super::common::*;
 use super::params::{PadParams, MAX_RANK};
@@ -468,9 +469,14 @@ pub fn register(r: &mut Registry) {
     r.register("", "CenterCropPad", 18, center_crop_pad);
     select::register(r);
     col2im::register(r);
+    tensor_scatter::register(r);
 }
 
 /// The NVRTC modules this family compiles (all variants, for the compile test).
 pub fn modules() -> Vec<ModuleSpec> {
-    vec![move_module(), typed_module()]
+    vec![
+        move_module(),
+        typed_module(),
+        tensor_scatter::tensor_scatter_module(),
+    ]
 }

@@ -4,6 +4,7 @@
 
 mod activation;
 mod conv_fold;
+mod elementwise_chain;
 mod fused_conv_ref;
 mod matmul_fuse;
 mod noop;
