@@ -21,6 +21,14 @@ mod cast;
 mod construct;
 #[path = "gpu/conv.rs"]
 mod conv;
+#[path = "gpu/conv_common.rs"]
+mod conv_common;
+#[path = "gpu/conv_pointwise.rs"]
+mod conv_pointwise;
+#[path = "gpu/conv_quant.rs"]
+mod conv_quant;
+#[path = "gpu/conv_transpose.rs"]
+mod conv_transpose;
 #[path = "gpu/detection.rs"]
 mod detection;
 #[path = "gpu/einsum.rs"]
@@ -49,13 +57,19 @@ mod pool;
 mod quant;
 #[path = "gpu/reduce.rs"]
 mod reduce;
+#[path = "gpu/reduce_common.rs"]
+mod reduce_common;
 #[path = "gpu/rnn.rs"]
 mod rnn;
 #[path = "gpu/signal.rs"]
 mod signal;
+#[path = "gpu/softmax.rs"]
+mod softmax;
 #[path = "gpu/tensor_misc.rs"]
 mod tensor_misc;
 #[path = "gpu/tensor_scatter.rs"]
 mod tensor_scatter;
+#[path = "gpu/topk.rs"]
+mod topk;
 #[path = "gpu/unpool.rs"]
 mod unpool;

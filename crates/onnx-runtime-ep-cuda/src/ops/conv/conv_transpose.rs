@@ -6,8 +6,9 @@
 //! products, only the bias) and adds the bias. With symmetric pads the result lands in the
 //! output directly.
 
+use super::algo::Algo;
 use super::conv::{as_cudnn, vector_stride};
-use super::dnn::{self, Algo, ConvDesc, Dnn, FilterDesc, TensorDesc, Types};
+use super::dnn::{self, ConvDesc, Dnn, FilterDesc, TensorDesc, Types};
 use super::fused::Activation;
 use super::{
     check_spatial, is_packed, parse_group, usize_list, AutoPad, Epilogue, Helpers, Scratch, Src,

@@ -14,11 +14,13 @@
 //! (no exhaustive search) and keeps the fastest with its workspace, so a kernel is capturable
 //! once it ran eagerly for the shape.
 
+mod algo;
 #[allow(clippy::module_inception)]
 mod conv;
 mod conv_transpose;
 pub mod dnn;
 mod fused;
+mod plan;
 mod pointwise;
 mod quant;
 
