@@ -255,37 +255,41 @@ impl QLstmKernel {
                     }
                     wt.r[d].product(&live, batch)
                 };
-                for bi in 0..batch {
-                    if step >= lens[bi] {
-                        continue;
+                // Compiled for AVX2+FMA where the CPU has them, so the gates' FMAs are
+                // single instructions (the results are the same either way).
+                crate::ops::math::vecmath::with_avx2(|| {
+                    for bi in 0..batch {
+                        if step >= lens[bi] {
+                            continue;
+                        }
+                        let t = if reverse { lens[bi] - 1 - step } else { step };
+                        let xr = &xw[(t * batch + bi) * g..(t * batch + bi + 1) * g];
+                        let hrr = &hr[bi * g..(bi + 1) * g];
+                        let pre = |j: usize| xr[j] + hrr[j] + bias[j];
+                        let hb = &mut hs[bi * h..(bi + 1) * h];
+                        let cb = &mut cs[bi * h..(bi + 1) * h];
+                        for j in 0..h {
+                            let (pi, po, pf) = match pd {
+                                Some(p) => (p[j], p[h + j], p[2 * h + j]),
+                                None => (0.0, 0.0, 0.0),
+                            };
+                            let cp = cb[j];
+                            let i = acts[0].apply_f32(self.clip(pre(j) + pi * cp));
+                            let f = if self.input_forget {
+                                1.0 - i
+                            } else {
+                                acts[0].apply_f32(self.clip(pre(2 * h + j) + pf * cp))
+                            };
+                            let cc = acts[1].apply_f32(self.clip(pre(3 * h + j)));
+                            let cn = f * cp + i * cc;
+                            let o = acts[0].apply_f32(self.clip(pre(h + j) + po * cn));
+                            cb[j] = cn;
+                            hb[j] = o * acts[2].apply_f32(cn);
+                        }
+                        let yo = ((t * nd + d) * batch + bi) * h;
+                        y[yo..yo + h].copy_from_slice(hb);
                     }
-                    let t = if reverse { lens[bi] - 1 - step } else { step };
-                    let xr = &xw[(t * batch + bi) * g..(t * batch + bi + 1) * g];
-                    let hrr = &hr[bi * g..(bi + 1) * g];
-                    let pre = |j: usize| xr[j] + hrr[j] + bias[j];
-                    let hb = &mut hs[bi * h..(bi + 1) * h];
-                    let cb = &mut cs[bi * h..(bi + 1) * h];
-                    for j in 0..h {
-                        let (pi, po, pf) = match pd {
-                            Some(p) => (p[j], p[h + j], p[2 * h + j]),
-                            None => (0.0, 0.0, 0.0),
-                        };
-                        let cp = cb[j];
-                        let i = acts[0].apply(self.clip(pre(j) + pi * cp));
-                        let f = if self.input_forget {
-                            1.0 - i
-                        } else {
-                            acts[0].apply(self.clip(pre(2 * h + j) + pf * cp))
-                        };
-                        let cc = acts[1].apply(self.clip(pre(3 * h + j)));
-                        let cn = f * cp + i * cc;
-                        let o = acts[0].apply(self.clip(pre(h + j) + po * cn));
-                        cb[j] = cn;
-                        hb[j] = o * acts[2].apply(cn);
-                    }
-                    let yo = ((t * nd + d) * batch + bi) * h;
-                    y[yo..yo + h].copy_from_slice(hb);
-                }
+                });
             }
             yh[d * batch * h..(d + 1) * batch * h].copy_from_slice(&hs);
             yc[d * batch * h..(d + 1) * batch * h].copy_from_slice(&cs);
