@@ -27,8 +27,8 @@ mod workers;
 pub use compile::HostNode;
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};
-pub use optimize::{optimize, OptimizationLevel, OptimizeReport};
 pub use optimize::optimize_for_device;
+pub use optimize::{optimize, OptimizationLevel, OptimizeReport};
 pub use profile::{OpTime, Profile};
 pub use session::{
     describe_type, describe_value, unsupported_ops, IoInfo, Session, SessionOptions,
