@@ -5,9 +5,7 @@
 //! the outputs `output_types` gives.
 
 use super::harness::*;
-use onnx_runtime_ep_api::{EpError, ExecutionProvider};
-use onnx_runtime_ep_cuda::CudaExecutionProvider;
-use onnx_runtime_ir::{DataType, Node};
+use onnx_runtime_ir::DataType;
 
 const LAYOUTS: [Layout; 3] = [Layout::Contiguous, Layout::Reversed, Layout::Padded];
 const FLOATS: [DataType; 4] = [
@@ -16,69 +14,6 @@ const FLOATS: [DataType; 4] = [
     DataType::Float16,
     DataType::BFloat16,
 ];
-
-/// Builds the kernel, asks `output_types`, runs on outputs of exactly those types.
-/// `inputs[i] == None` is an omitted input (`node` must omit it too).
-fn gpu_run(
-    ep: &CudaExecutionProvider,
-    node: &Node,
-    opset: u64,
-    inputs: &[Option<T>],
-) -> Result<Vec<T>, EpError> {
-    let wired: Vec<T> = inputs.iter().flatten().cloned().collect();
-    let shapes: Vec<Vec<usize>> = wired.iter().map(|t| t.shape.clone()).collect();
-    let kernel = ep.get_kernel(node, &shapes, opset)?;
-    let mut bound = Bound::new(ep, &wired, &[]);
-    let types = bound.output_types(kernel.as_ref())?;
-    bound.set_outputs(&types);
-    bound.execute(kernel.as_ref())?;
-    bound.read()
-}
-
-fn reference(node: &Node, opset: u64, inputs: &[Option<T>], what: &str) -> Vec<T> {
-    let refs: Vec<Option<&T>> = inputs.iter().map(Option::as_ref).collect();
-    cpu_reference(node, opset, &refs).unwrap_or_else(|e| panic!("{what}: CPU reference: {e}"))
-}
-
-/// Values within `atol + rtol * |want|` (compared as f64, so a half output can be checked
-/// against a float32 reference).
-fn close_values(got: &T, want: &T, rtol: f64, atol: f64, what: &str) {
-    assert_eq!(got.shape, want.shape, "{what}: shape");
-    for i in 0..want.numel() {
-        let (g, w) = (get(got, i), get(want, i));
-        assert!(
-            (g - w).abs() <= atol + rtol * w.abs() || (g.is_nan() && w.is_nan()),
-            "{what}: element {i} of {:?}: got {g}, want {w}",
-            want.shape
-        );
-    }
-}
-
-fn uniform(rng: &mut Rng, dtype: DataType, shape: &[usize], lo: f64, hi: f64) -> T {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n)
-        .map(|_| lo + (hi - lo) * (rng.next() >> 11) as f64 / (1u64 << 53) as f64)
-        .collect();
-    from_f64s(dtype, shape, &v)
-}
-
-fn expect_err(
-    ep: &CudaExecutionProvider,
-    n: &Node,
-    opset: u64,
-    inputs: &[Option<T>],
-    needle: &str,
-) {
-    let err = gpu_run(ep, n, opset, inputs)
-        .err()
-        .unwrap_or_else(|| panic!("{}: expected an error saying '{needle}'", n.op_type))
-        .to_string();
-    assert!(
-        err.contains(&n.name) && err.contains(needle),
-        "{}: expected an error naming the node and saying '{needle}', got: {err}",
-        n.op_type
-    );
-}
 
 #[test]
 fn det_batches_orders_and_layouts() {

@@ -21,15 +21,6 @@ fn s(v: &str) -> Attribute {
     Attribute::String(v.to_string())
 }
 
-/// Uniform random values in [lo, hi) (no ties), stored as `dtype`.
-fn uniform(rng: &mut Rng, dtype: DataType, shape: &[usize], lo: f64, hi: f64) -> T {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n)
-        .map(|_| lo + (hi - lo) * (rng.next() >> 11) as f64 / (1u64 << 53) as f64)
-        .collect();
-    from_f64s(dtype, shape, &v)
-}
-
 fn f32s(shape: &[usize], v: &[f32]) -> T {
     from_f64s(
         DataType::Float32,
@@ -50,29 +41,6 @@ fn omit(mut n: Node, positions: &[usize]) -> Node {
         n.inputs[p] = None;
     }
     n
-}
-
-/// Runs `node` on the GPU: builds the kernel, asks `output_types`, runs on outputs of exactly
-/// those types. `inputs[i] == None` is an omitted input (`node` must omit it too).
-fn gpu_run(
-    ep: &CudaExecutionProvider,
-    node: &Node,
-    opset: u64,
-    inputs: &[Option<T>],
-) -> Result<Vec<T>, EpError> {
-    let wired: Vec<T> = inputs.iter().flatten().cloned().collect();
-    let shapes: Vec<Vec<usize>> = wired.iter().map(|t| t.shape.clone()).collect();
-    let kernel = ep.get_kernel(node, &shapes, opset)?;
-    let mut bound = Bound::new(ep, &wired, &[]);
-    let types = bound.output_types(kernel.as_ref())?;
-    bound.set_outputs(&types);
-    bound.execute(kernel.as_ref())?;
-    bound.read()
-}
-
-fn reference(node: &Node, opset: u64, inputs: &[Option<T>], what: &str) -> Vec<T> {
-    let refs: Vec<Option<&T>> = inputs.iter().map(Option::as_ref).collect();
-    cpu_reference(node, opset, &refs).unwrap_or_else(|e| panic!("{what}: CPU reference: {e}"))
 }
 
 /// Every output within `atol + rtol * |want|` of `want` (compared as f64; dtypes may differ,
@@ -1268,24 +1236,6 @@ fn grid_sample_1d_3d_and_4d_at_opset_20() {
 }
 
 // ---- bad inputs ----
-
-fn expect_err(
-    ep: &CudaExecutionProvider,
-    n: &Node,
-    opset: u64,
-    inputs: &[Option<T>],
-    needle: &str,
-) {
-    let err = gpu_run(ep, n, opset, inputs)
-        .err()
-        .unwrap_or_else(|| panic!("{}: expected an error saying '{needle}'", n.op_type))
-        .to_string();
-    assert!(
-        err.contains(&n.name) && err.contains(needle),
-        "{}: expected an error naming the node and saying '{needle}', got: {err}",
-        n.op_type
-    );
-}
 
 #[test]
 fn bad_inputs_are_errors_naming_the_node() {

@@ -6,52 +6,10 @@
 //! Every call runs on the outputs `output_types` gives.
 
 use super::harness::*;
-use onnx_runtime_ep_api::{EpError, ExecutionProvider};
 use onnx_runtime_ep_cuda::CudaExecutionProvider;
 use onnx_runtime_ir::{Attribute, DataType, Node};
 
 const LAYOUTS: [Layout; 3] = [Layout::Contiguous, Layout::Reversed, Layout::Padded];
-
-/// Builds the kernel, asks `output_types`, runs on outputs of exactly those types.
-/// `inputs[i] == None` is an omitted input (`node` must omit it too).
-fn gpu_run(
-    ep: &CudaExecutionProvider,
-    node: &Node,
-    opset: u64,
-    inputs: &[Option<T>],
-) -> Result<Vec<T>, EpError> {
-    let wired: Vec<T> = inputs.iter().flatten().cloned().collect();
-    let shapes: Vec<Vec<usize>> = wired.iter().map(|t| t.shape.clone()).collect();
-    let kernel = ep.get_kernel(node, &shapes, opset)?;
-    let mut bound = Bound::new(ep, &wired, &[]);
-    let types = bound.output_types(kernel.as_ref())?;
-    bound.set_outputs(&types);
-    bound.execute(kernel.as_ref())?;
-    bound.read()
-}
-
-fn reference(node: &Node, opset: u64, inputs: &[Option<T>], what: &str) -> Vec<T> {
-    let refs: Vec<Option<&T>> = inputs.iter().map(Option::as_ref).collect();
-    cpu_reference(node, opset, &refs).unwrap_or_else(|e| panic!("{what}: CPU reference: {e}"))
-}
-
-fn expect_err(
-    ep: &CudaExecutionProvider,
-    n: &Node,
-    opset: u64,
-    inputs: &[Option<T>],
-    needle: &str,
-) {
-    let err = gpu_run(ep, n, opset, inputs)
-        .err()
-        .unwrap_or_else(|| panic!("{}: expected an error saying '{needle}'", n.op_type))
-        .to_string();
-    assert!(
-        err.contains(&n.name) && err.contains(needle),
-        "{}: expected an error naming the node and saying '{needle}', got: {err}",
-        n.op_type
-    );
-}
 
 fn s(v: &str) -> Attribute {
     Attribute::String(v.to_string())
