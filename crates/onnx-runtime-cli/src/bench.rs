@@ -3,7 +3,7 @@
 use crate::run::{gather_inputs, load_session};
 use indicatif::{ProgressBar, ProgressStyle};
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{Profile, SessionOptions};
+use onnx_runtime_session::{CaptureReport, Profile, SessionOptions};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,10 @@ pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
     let load = t0.elapsed();
     let feeds = gather_inputs(&session, o.inputs, true, o.dims, 0)?;
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
-    for _ in 0..warmup {
+    // The first run is eager (it also warms a CUDA graph's kernels): its outputs are the
+    // reference every later run, replayed or not, must match byte for byte.
+    let first = session.run(&refs).map_err(|e| e.to_string())?;
+    for _ in 1..warmup {
         session.run(&refs).map_err(|e| e.to_string())?;
     }
     let bar = ProgressBar::new(iterations as u64);
@@ -78,6 +81,19 @@ pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
         "throughput: {:.2} runs/s",
         iterations as f64 / total.as_secs_f64()
     );
+    if o.options.device.is_some() {
+        print_capture(&session.capture_report());
+        let last = session.run(&refs).map_err(|e| e.to_string())?;
+        let same = first.len() == last.len()
+            && first
+                .iter()
+                .zip(&last)
+                .all(|((_, a), (_, b))| same_bytes(a, b));
+        println!(
+            "outputs of the last run {} those of the first (eager) run byte for byte",
+            if same { "equal" } else { "DIFFER from" }
+        );
+    }
     if let Some(rows) = o.profile {
         let mut profile = Profile::new();
         for _ in 0..iterations {
@@ -88,6 +104,46 @@ pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
         print_profile(&profile, rows);
     }
     Ok(())
+}
+
+fn same_bytes(a: &Value, b: &Value) -> bool {
+    match (a.as_tensor(), b.as_tensor()) {
+        (Some(a), Some(b)) if a.dtype() == onnx_runtime_ir::DataType::String => {
+            a.shape() == b.shape() && a.strings() == b.strings()
+        }
+        (Some(a), Some(b)) => {
+            a.dtype() == b.dtype() && a.shape() == b.shape() && a.bytes() == b.bytes()
+        }
+        // Sequences and maps: compared through their debug form.
+        _ => format!("{a:?}") == format!("{b:?}"),
+    }
+}
+
+/// Whether the timed runs replayed a CUDA graph, and if not, why.
+pub fn print_capture(report: &CaptureReport) {
+    if !report.blockers.is_empty() {
+        const SHOWN: usize = 5;
+        println!(
+            "cuda graph: not used, {} node(s) prevent it:",
+            report.blockers.len()
+        );
+        for b in report.blockers.iter().take(SHOWN) {
+            println!("  {b}");
+        }
+        if report.blockers.len() > SHOWN {
+            println!("  ... ({} more)", report.blockers.len() - SHOWN);
+        }
+        return;
+    }
+    for sig in &report.signatures {
+        println!(
+            "cuda graph for inputs {}: {}, {} replays, {:.1} MiB of graph memory",
+            sig.inputs.join(" "),
+            sig.state,
+            sig.replays,
+            sig.graph_bytes as f64 / (1 << 20) as f64
+        );
+    }
 }
 
 /// The per-node profile: time per run by op type, then the most expensive nodes.

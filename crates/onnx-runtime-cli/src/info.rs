@@ -185,6 +185,12 @@ fn cuda_placement(path: &Path, graph: &Graph, options: SessionOptions) -> Result
             *syncing.entry(node.op_type.as_str()).or_default() += 1;
         }
     }
+    let blockers = &session.capture_report().blockers;
+    if blockers.is_empty() {
+        println!("  cuda graph: every node can be recorded (runs replay from the third on)");
+    } else {
+        crate::bench::print_capture(&session.capture_report());
+    }
     if !syncing.is_empty() {
         let list: Vec<String> = syncing.iter().map(|(op, n)| format!("{op} {n}")).collect();
         println!(

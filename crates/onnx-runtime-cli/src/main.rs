@@ -10,7 +10,7 @@ mod values;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use onnx_runtime_ep_api::ExecutionProvider;
-use onnx_runtime_session::{OptimizationLevel, SessionOptions};
+use onnx_runtime_session::{CudaGraph, OptimizationLevel, SessionOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -51,6 +51,17 @@ struct Exec {
     /// time on the other cores, more latency; see SessionOptions::spin).
     #[arg(long)]
     no_spin: bool,
+    /// With --ep cuda: auto records each input signature's second run into a CUDA graph and
+    /// replays it from the third run on (when every node can be recorded); off runs node by
+    /// node.
+    #[arg(long, value_enum, default_value = "auto")]
+    cuda_graph: GraphArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GraphArg {
+    Auto,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -245,6 +256,10 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
     let base = SessionOptions {
         optimization: cli.optimize,
         spin: !exec.is_some_and(|e| e.no_spin),
+        cuda_graph: match exec.map(|e| e.cuda_graph) {
+            Some(GraphArg::Off) => CudaGraph::Off,
+            _ => CudaGraph::Auto,
+        },
         ..Default::default()
     };
     match cli.command {

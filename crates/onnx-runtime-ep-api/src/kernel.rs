@@ -52,6 +52,16 @@ pub trait Kernel: Send + Sync {
 
     /// Tells the kernel which inputs are constant across runs (initializers).
     fn set_constant_inputs(&mut self, _constant: &[bool]) {}
+
+    /// The input positions whose values the kernel reads on the host (Reshape's shape,
+    /// Slice's starts, Range's limits, ...), in any order. At these positions a caller may pass
+    /// a view of host memory (`device` = [`crate::DeviceId::CPU`], `ptr` a host address valid
+    /// for the view) instead of device memory; the kernel then reads the values there without
+    /// waiting for the device, during graph capture too. Every other input must be device
+    /// memory. Kernels that read no input on the host return an empty list (the default).
+    fn host_inputs(&self) -> Vec<usize> {
+        Vec::new()
+    }
 }
 
 /// What a factory receives to build a kernel.

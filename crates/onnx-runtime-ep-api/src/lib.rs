@@ -14,7 +14,7 @@ mod tensor;
 
 pub use error::{EpError, EpResult};
 pub use kernel::{CaptureSupport, Kernel, KernelFactory, KernelRequest};
-pub use provider::ExecutionProvider;
+pub use provider::{DeviceGraph, ExecutionProvider};
 pub use registry::OpRegistry;
 pub use tensor::{
     is_contiguous, DeviceBuffer, DeviceId, DeviceKind, DevicePtr, DevicePtrMut, TensorMut,

@@ -1,6 +1,24 @@
 //! The execution-provider trait.
 
 use crate::{DeviceBuffer, DeviceId, DevicePtr, DevicePtrMut, EpError, Kernel};
+
+/// Work recorded from a provider's queue by [`ExecutionProvider::begin_capture`] /
+/// [`ExecutionProvider::end_capture`] (a CUDA graph), replayable as one launch.
+///
+/// The device memory handed out while the capture was in progress belongs to the graph: the
+/// replays read and write those same addresses, so the provider gives none of it to anyone
+/// else until the graph is dropped. Drop every tensor allocated during the capture before the
+/// graph itself.
+pub trait DeviceGraph: Send + Sync {
+    /// Enqueues one replay of the recorded work on the provider's queue (asynchronously, in
+    /// order with the provider's other work).
+    fn replay(&self) -> Result<(), EpError>;
+
+    /// Device bytes the graph holds (its private memory).
+    fn memory_bytes(&self) -> usize {
+        0
+    }
+}
 use onnx_runtime_ir::Node;
 
 /// A device and the kernels that run on it.
@@ -53,4 +71,39 @@ pub trait ExecutionProvider: Send + Sync {
 
     /// Waits until all work the provider enqueued has finished.
     fn synchronize(&self) -> Result<(), EpError>;
+
+    /// Whether [`ExecutionProvider::begin_capture`] can work on this provider (false by
+    /// default).
+    fn supports_capture(&self) -> bool {
+        false
+    }
+
+    /// Starts recording the work enqueued from this thread into a device graph instead of
+    /// running it, with a private memory pool: until [`ExecutionProvider::end_capture`] (or
+    /// [`ExecutionProvider::abort_capture`]), allocations come from memory the graph will own,
+    /// and synchronizing calls (host reads of device memory, host-to-device copies,
+    /// synchronize) fail with [`EpError::Capture`]. Kernels run during the capture only
+    /// record their launches: their outputs are written by the graph's replays. Only one
+    /// capture at a time per provider, and no other thread may use the provider meanwhile.
+    /// Providers without device graphs refuse (the default).
+    fn begin_capture(&self) -> Result<(), EpError> {
+        Err(EpError::Capture {
+            node: self.name().to_string(),
+            message: format!("the {} provider cannot capture device graphs", self.name()),
+        })
+    }
+
+    /// Ends the capture begun by [`ExecutionProvider::begin_capture`] and returns the graph,
+    /// which owns the memory allocated during the capture.
+    fn end_capture(&self) -> Result<Box<dyn DeviceGraph>, EpError> {
+        Err(EpError::Capture {
+            node: self.name().to_string(),
+            message: format!("the {} provider cannot capture device graphs", self.name()),
+        })
+    }
+
+    /// Abandons a capture in progress (after a failure during it); the memory allocated
+    /// during it goes back to the provider once the tensors holding it are dropped. A no-op
+    /// when nothing is being captured.
+    fn abort_capture(&self) {}
 }

@@ -21,13 +21,41 @@ enum Buf {
     W16(Vec<u16>),
     W32(Vec<u32>),
     W64(Vec<u64>),
+    /// Memory owned outside the runtime (e.g. a NumPy array), read in place and never written:
+    /// a write or a copy-on-write clone copies it into a buffer of the runtime's own first.
+    External(External),
 }
 
-/// Element bytes, aligned at least to the element type's alignment.
+/// `len` bytes at `ptr`, valid and unchanged while `owner` lives (see [`Tensor::from_external`]).
 #[derive(Clone)]
+struct External {
+    ptr: *const u8,
+    _owner: Arc<dyn Send + Sync>,
+}
+
+// SAFETY: the bytes are only read, and `Tensor::from_external`'s caller guarantees they stay
+// valid and unchanged while the owner (itself Send + Sync) lives.
+unsafe impl Send for External {}
+unsafe impl Sync for External {}
+
+/// Element bytes, aligned at least to the element type's alignment.
 pub struct AlignedBytes {
     buf: Buf,
     len: usize,
+}
+
+impl Clone for AlignedBytes {
+    /// External memory is copied (so a clone made to be written, as `Arc::make_mut` does,
+    /// never writes the owner's memory); the runtime's own buffers are cloned as they are.
+    fn clone(&self) -> Self {
+        match &self.buf {
+            Buf::External(_) => Self::from_slice(self.as_slice()),
+            buf => AlignedBytes {
+                buf: buf.clone(),
+                len: self.len,
+            },
+        }
+    }
 }
 
 impl AlignedBytes {
@@ -70,17 +98,24 @@ impl AlignedBytes {
             Buf::W16(v) => bytemuck::cast_slice(v),
             Buf::W32(v) => bytemuck::cast_slice(v),
             Buf::W64(v) => bytemuck::cast_slice(v),
+            // SAFETY: `Tensor::from_external`'s caller guarantees `len` readable bytes at `ptr`
+            // while the owner, which this buffer holds, lives.
+            Buf::External(e) => unsafe { std::slice::from_raw_parts(e.ptr, self.len) },
         };
         &bytes[..self.len]
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        if matches!(self.buf, Buf::External(_)) {
+            *self = Self::from_slice(self.as_slice());
+        }
         let bytes: &mut [u8] = match &mut self.buf {
             Buf::Blocks(v) => bytemuck::cast_slice_mut(v),
             Buf::W8(v) => v,
             Buf::W16(v) => bytemuck::cast_slice_mut(v),
             Buf::W32(v) => bytemuck::cast_slice_mut(v),
             Buf::W64(v) => bytemuck::cast_slice_mut(v),
+            Buf::External(_) => unreachable!("copied above"),
         };
         &mut bytes[..self.len]
     }
@@ -169,6 +204,51 @@ impl Tensor {
             dtype,
             shape,
             storage: Arc::new(Storage::Bytes(AlignedBytes::from_slice(bytes))),
+        })
+    }
+
+    /// A tensor that reads `len` bytes at `ptr` in place (no copy), e.g. a NumPy array's
+    /// memory; `owner` keeps that memory alive and is dropped with the last clone of the
+    /// tensor. Writes (and copy-on-write clones) copy the bytes first, so the memory is never
+    /// written. Errors if `len` does not match the shape or `ptr` is not aligned to the
+    /// element width (8 bytes for the complex types).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to `len` readable bytes that stay valid, and are not written, while
+    /// `owner` lives.
+    pub unsafe fn from_external(
+        dtype: DataType,
+        shape: Vec<usize>,
+        ptr: *const u8,
+        len: usize,
+        owner: Arc<dyn Send + Sync>,
+    ) -> Result<Tensor, String> {
+        let n = numel(&shape);
+        let want = dtype
+            .checked_storage_bytes(n)
+            .ok_or_else(|| format!("{dtype} tensor of shape {shape:?} has no byte storage"))?;
+        if len != want {
+            return Err(format!(
+                "{dtype} tensor of shape {shape:?} needs {want} bytes, got {len}"
+            ));
+        }
+        // Complex elements are pairs of floats: aligned to the float, as NumPy aligns them.
+        let align = dtype.element_size().unwrap_or(1).min(8);
+        if len > 0 && (ptr.is_null() || !(ptr as usize).is_multiple_of(align)) {
+            return Err(format!(
+                "{dtype} tensor memory at {ptr:?} is not aligned to {align} bytes"
+            ));
+        }
+        let buf = if len == 0 {
+            Buf::Blocks(Vec::new())
+        } else {
+            Buf::External(External { ptr, _owner: owner })
+        };
+        Ok(Tensor {
+            dtype,
+            shape,
+            storage: Arc::new(Storage::Bytes(AlignedBytes { buf, len })),
         })
     }
 
@@ -474,6 +554,43 @@ mod tests {
         assert_eq!(bools.bytes(), &[1, 0]);
         bools.bytes_mut()[1] = 1;
         assert_eq!(bools.bytes(), &[1, 1]);
+    }
+
+    #[test]
+    fn external_memory_is_read_in_place_and_never_written() {
+        let owner: Arc<Vec<f32>> = Arc::new(vec![1.0, 2.0, 3.0]);
+        let ptr = owner.as_ptr() as *const u8;
+        // SAFETY: `owner` holds the 12 bytes and nothing writes them.
+        let t =
+            unsafe { Tensor::from_external(DataType::Float32, vec![3], ptr, 12, owner.clone()) }
+                .unwrap();
+        assert_eq!(t.bytes().as_ptr(), ptr, "no copy");
+        let mut u = t.clone();
+        u.data_mut::<f32>()[0] = 9.0;
+        let mut only = t.reshaped(vec![1, 3]);
+        drop(t);
+        only.data_mut::<f32>()[1] = 8.0;
+        assert_eq!(
+            owner.as_slice(),
+            &[1.0, 2.0, 3.0],
+            "the owner's memory is untouched"
+        );
+        assert_eq!(u.data::<f32>(), &[9.0, 2.0, 3.0]);
+        assert_eq!(only.data::<f32>(), &[1.0, 8.0, 3.0]);
+        // SAFETY: as above (the checks fail before anything is read).
+        unsafe {
+            assert!(
+                Tensor::from_external(DataType::Float32, vec![2], ptr, 12, owner.clone()).is_err()
+            );
+            assert!(Tensor::from_external(
+                DataType::Float32,
+                vec![2],
+                ptr.add(1),
+                8,
+                owner.clone()
+            )
+            .is_err());
+        }
     }
 
     #[test]

@@ -3,8 +3,8 @@
 use crate::ops::{registry, Registry};
 use crate::runtime::{cuptr, CudaRuntime};
 use onnx_runtime_ep_api::{
-    DeviceBuffer, DeviceId, DevicePtr, DevicePtrMut, EpError, EpResult, ExecutionProvider, Kernel,
-    KernelRequest,
+    DeviceBuffer, DeviceGraph, DeviceId, DevicePtr, DevicePtrMut, EpError, EpResult,
+    ExecutionProvider, Kernel, KernelRequest,
 };
 use onnx_runtime_ir::Node;
 use std::sync::Arc;
@@ -128,5 +128,21 @@ impl ExecutionProvider for CudaExecutionProvider {
 
     fn synchronize(&self) -> Result<(), EpError> {
         self.runtime.synchronize()
+    }
+
+    fn supports_capture(&self) -> bool {
+        true
+    }
+
+    fn begin_capture(&self) -> Result<(), EpError> {
+        self.runtime.begin_pooled_capture()
+    }
+
+    fn end_capture(&self) -> Result<Box<dyn DeviceGraph>, EpError> {
+        Ok(Box::new(self.runtime.end_pooled_capture()?))
+    }
+
+    fn abort_capture(&self) {
+        self.runtime.abort_pooled_capture()
     }
 }

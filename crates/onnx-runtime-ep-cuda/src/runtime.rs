@@ -67,6 +67,9 @@ impl Module {
     }
 }
 
+mod graph;
+pub use graph::PooledGraph;
+
 struct GraphState {
     graph: Option<sys::CUgraph>,
     exec: Option<sys::CUgraphExec>,
@@ -253,7 +256,23 @@ impl CudaRuntime {
             ));
         }
         let class = size_class(size);
-        let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mut alloc = self.lock_alloc();
+        if alloc.active_pool().is_some() {
+            if let Some(ptr) = alloc.take_for_pool(class) {
+                return Ok((ptr, class));
+            }
+            // A pooled capture (relaxed mode) may call the driver: the block joins the pool.
+            self.bind()?;
+            // SAFETY: the context is bound; cuMemAlloc enqueues nothing on the stream.
+            let ptr = unsafe { result::malloc_sync(class) }.map_err(|e| {
+                EpError::device(
+                    "cuda: allocate during capture",
+                    format!("cuMemAlloc of {class} bytes failed ({e:?})"),
+                )
+            })?;
+            alloc.record_pool_new(ptr, class);
+            return Ok((ptr, class));
+        }
         if let Some(ptr) = alloc.take_cached(class) {
             return Ok((ptr, class));
         }
@@ -296,9 +315,13 @@ impl CudaRuntime {
         Ok((ptr, class))
     }
 
+    fn lock_alloc(&self) -> std::sync::MutexGuard<'_, CachingAllocator> {
+        self.alloc.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Returns a block to the cache (no driver call).
     pub fn free(&self, ptr: CuPtr) -> EpResult<()> {
-        let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mut alloc = self.lock_alloc();
         alloc.release(ptr).map(|_| ()).ok_or_else(|| {
             EpError::device(
                 "cuda: deallocate",
@@ -581,6 +604,7 @@ impl CudaRuntime {
         // SAFETY: the stream is capturing (possibly invalidated; the call ends it either way).
         let ended = unsafe { result::stream::end_capture(self.raw_stream()) };
         self.capturing.store(false, Ordering::Release);
+        self.lock_alloc().end_pool(false);
         if let Ok(graph) = ended {
             if !graph.is_null() {
                 // SAFETY: the graph is ours and unused.

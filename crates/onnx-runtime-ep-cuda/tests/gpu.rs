@@ -23,14 +23,20 @@ mod construct;
 mod conv;
 #[path = "gpu/conv_common.rs"]
 mod conv_common;
+#[path = "gpu/conv_graph.rs"]
+mod conv_graph;
 #[path = "gpu/conv_pointwise.rs"]
 mod conv_pointwise;
 #[path = "gpu/conv_quant.rs"]
 mod conv_quant;
 #[path = "gpu/conv_transpose.rs"]
 mod conv_transpose;
+#[path = "gpu/deform_conv.rs"]
+mod deform_conv;
 #[path = "gpu/detection.rs"]
 mod detection;
+#[path = "gpu/dft.rs"]
+mod dft;
 #[path = "gpu/einsum.rs"]
 mod einsum;
 #[path = "gpu/elementwise.rs"]
@@ -47,6 +53,8 @@ mod linalg;
 mod loss;
 #[path = "gpu/movement.rs"]
 mod movement;
+#[path = "gpu/nms.rs"]
+mod nms;
 #[path = "gpu/norm.rs"]
 mod norm;
 #[path = "gpu/output_types.rs"]
@@ -71,5 +79,7 @@ mod tensor_misc;
 mod tensor_scatter;
 #[path = "gpu/topk.rs"]
 mod topk;
+#[path = "gpu/unique.rs"]
+mod unique;
 #[path = "gpu/unpool.rs"]
 mod unpool;

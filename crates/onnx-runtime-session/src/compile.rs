@@ -6,6 +6,7 @@ use crate::constant::fold_constant;
 use crate::control::{self, ControlOp};
 use crate::device::{placeable, DeviceStep, DeviceTensor};
 use crate::error::{MissingOp, SessionError, SessionResult};
+use crate::placement::{is_shape_math, MetaOp};
 use onnx_runtime_ep_api::{EpError, ExecutionProvider};
 use onnx_runtime_ep_cpu::{BuildContext, CpuKernel, CpuRegistry, Value};
 use onnx_runtime_ir::{Attribute, Graph, Node, NodeId, ValueId, ValueType};
@@ -17,6 +18,8 @@ pub(crate) enum StepKind {
     Cpu(Box<dyn CpuKernel>),
     Control(Box<ControlOp>),
     Device(Box<DeviceStep>),
+    /// `Shape` / `Size` in a device session, answered from the input's metadata.
+    Meta(MetaOp),
 }
 
 /// One node of the plan.
@@ -56,6 +59,11 @@ pub(crate) struct CompiledGraph {
     pub captures: Vec<(String, usize)>,
     pub steps: Vec<Step>,
     pub outputs: Vec<IoSlot>,
+    /// By slot: whether the value is a shape or computed on the host from shapes and
+    /// constants only (device sessions), so it is the same in every run of one input signature.
+    pub host_class: Vec<bool>,
+    /// Why a run of this graph cannot be captured as one device graph (empty: it can).
+    pub capture_blockers: Vec<String>,
 }
 
 impl CompiledGraph {
@@ -216,6 +224,9 @@ impl Compiler<'_> {
         }
 
         let mut device_constants: BTreeMap<usize, Arc<DeviceTensor>> = BTreeMap::new();
+        // Shapes and values computed from shapes and constants alone (device sessions).
+        let mut host_class: BTreeSet<usize> = BTreeSet::new();
+        let mut capture_blockers: Vec<String> = Vec::new();
         let mut host_nodes: Vec<HostNode> = Vec::new();
         let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         for &nid in &order {
@@ -305,41 +316,81 @@ impl Compiler<'_> {
                     }
                     continue;
                 }
-                match self.place_on_device(graph, node, opset, &const_inputs)? {
-                    Ok((device_kernel, ep)) => {
-                        for (id, c) in node.inputs.iter().zip(&const_inputs) {
-                            if let (Some(id), Some(Value::Tensor(t))) = (id, c) {
-                                if placeable(t)
-                                    && constants.contains_key(&id.0)
-                                    && !device_constants.contains_key(&id.0)
-                                {
-                                    let copy = Arc::new(DeviceTensor::upload(&ep, t)?);
-                                    device_constants.insert(id.0, copy);
+                // Per input: absent, a constant, or a shape-derived host value.
+                let known: Vec<bool> = inputs
+                    .iter()
+                    .map(|slot| {
+                        slot.is_none_or(|s| host_class.contains(&s) || constants.contains_key(&s))
+                    })
+                    .collect();
+                let meta = MetaOp::of(node).filter(|_| self.device.is_some());
+                let shape_math = self.device.is_some()
+                    && is_shape_math(node)
+                    && known.iter().all(|&k| k)
+                    && inputs.iter().flatten().any(|s| host_class.contains(s));
+                if meta.is_some() || shape_math {
+                    host_class.extend(outputs.iter().copied());
+                }
+                if let Some(op) = meta {
+                    (StepKind::Meta(op), Vec::new())
+                } else if shape_math {
+                    (StepKind::Cpu(kernel), Vec::new())
+                } else {
+                    match self.place_on_device(graph, node, opset, &const_inputs)? {
+                        Ok((device_kernel, ep)) => {
+                            for (id, c) in node.inputs.iter().zip(&const_inputs) {
+                                if let (Some(id), Some(Value::Tensor(t))) = (id, c) {
+                                    if placeable(t)
+                                        && constants.contains_key(&id.0)
+                                        && !device_constants.contains_key(&id.0)
+                                    {
+                                        let copy = Arc::new(DeviceTensor::upload(&ep, t)?);
+                                        device_constants.insert(id.0, copy);
+                                    }
                                 }
                             }
+                            let host_inputs = device_kernel.host_inputs();
+                            for &p in &host_inputs {
+                                if !known.get(p).copied().unwrap_or(true) {
+                                    capture_blockers.push(format!(
+                                    "{}: reads input {p} on the host, and it is computed on the \
+                                     device (a device-to-host copy in every run)",
+                                    node.describe()
+                                ));
+                                }
+                            }
+                            let step = DeviceStep {
+                                host_inputs,
+                                kernel: device_kernel,
+                                fallback: kernel,
+                                ep,
+                                ran: Default::default(),
+                                refused: Default::default(),
+                            };
+                            (StepKind::Device(Box::new(step)), Vec::new())
                         }
-                        let step = DeviceStep {
-                            kernel: device_kernel,
-                            fallback: kernel,
-                            ep,
-                            ran: Default::default(),
-                            refused: Default::default(),
-                        };
-                        (StepKind::Device(Box::new(step)), Vec::new())
-                    }
-                    Err(reason) => {
-                        if self.device.is_some() {
-                            host_nodes.push(HostNode {
-                                node: node.describe(),
-                                op: op_name(node),
-                                reason,
-                            });
+                        Err(reason) => {
+                            if self.device.is_some() {
+                                capture_blockers.push(format!(
+                                    "{}: runs on the CPU ({reason})",
+                                    node.describe()
+                                ));
+                                host_nodes.push(HostNode {
+                                    node: node.describe(),
+                                    op: op_name(node),
+                                    reason,
+                                });
+                            }
+                            (StepKind::Cpu(kernel), Vec::new())
                         }
-                        (StepKind::Cpu(kernel), Vec::new())
                     }
                 }
             };
             if matches!(kind, StepKind::Control(_)) && self.device.is_some() {
+                capture_blockers.push(format!(
+                    "{}: control flow runs on the host",
+                    node.describe()
+                ));
                 host_nodes.push(HostNode {
                     node: node.describe(),
                     op: op_name(node),
@@ -408,6 +459,13 @@ impl Compiler<'_> {
         constants.sort_by_key(|(s, _)| *s);
 
         let uses_device = steps.iter().any(|s| matches!(s.kind, StepKind::Device(_)));
+        if !uses_device {
+            capture_blockers.push("no node runs on the device".into());
+        }
+        let mut host_class_slots = vec![false; num_slots];
+        for s in host_class {
+            host_class_slots[s] = true;
+        }
         Ok(CompiledGraph {
             num_slots,
             inputs,
@@ -419,6 +477,8 @@ impl Compiler<'_> {
             captures,
             steps,
             outputs,
+            host_class: host_class_slots,
+            capture_blockers,
         })
     }
 }

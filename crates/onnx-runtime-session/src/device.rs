@@ -9,7 +9,7 @@
 
 use crate::error::{SessionError, SessionResult};
 use onnx_runtime_ep_api::{
-    DeviceBuffer, DevicePtr, DevicePtrMut, EpError, ExecutionProvider, Kernel, TensorMut,
+    DeviceBuffer, DeviceId, DevicePtr, DevicePtrMut, EpError, ExecutionProvider, Kernel, TensorMut,
     TensorView,
 };
 use onnx_runtime_ep_cpu::{CpuKernel, Tensor};
@@ -60,6 +60,25 @@ impl DeviceTensor {
         Ok(t)
     }
 
+    /// Copies `tensor` (same dtype and shape) over this tensor's contents, in order with the
+    /// provider's queued work. Callers make sure nothing reads or writes the buffer meanwhile
+    /// (a captured graph's input buffer, used by one replay at a time).
+    pub fn overwrite(&self, tensor: &Tensor) -> SessionResult<()> {
+        if tensor.dtype() != self.dtype || tensor.shape() != self.shape.as_slice() {
+            return Err(SessionError::invalid(format!(
+                "a {} tensor of shape {:?} cannot overwrite a {} buffer of shape {:?}",
+                tensor.dtype(),
+                tensor.shape(),
+                self.dtype,
+                self.shape
+            )));
+        }
+        let dst = DevicePtrMut(self.buffer().as_ptr() as *mut std::ffi::c_void);
+        // SAFETY: the buffer holds the tensor's bytes (same dtype and shape).
+        unsafe { self.ep.copy_from_host(tensor.bytes(), dst)? };
+        Ok(())
+    }
+
     /// Copies the tensor back to the host (waits for the provider's queued work).
     pub fn download(&self) -> SessionResult<Tensor> {
         let mut tensor = Tensor::zeros(self.dtype, self.shape.clone());
@@ -86,6 +105,10 @@ impl DeviceTensor {
                 .expect("a device tensor owns its buffer until dropped")
                 .as_mut_ptr(),
         )
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
     }
 
     pub fn view(&self) -> TensorView<'_> {
@@ -125,9 +148,20 @@ pub(crate) fn placeable(t: &Tensor) -> bool {
     t.dtype() != DataType::String && t.dtype() != DataType::Undefined
 }
 
+/// One input of a device step.
+pub(crate) enum StepInput<'a> {
+    /// An omitted optional input.
+    Absent,
+    Device(&'a DeviceTensor),
+    /// A host value at one of the kernel's `host_inputs` positions.
+    Host(&'a Tensor),
+}
+
 /// A node placed on the device, with its CPU kernel for the calls the device kernel refuses.
 pub(crate) struct DeviceStep {
     pub kernel: Box<dyn Kernel>,
+    /// [`Kernel::host_inputs`]: positions that may be passed in host memory.
+    pub host_inputs: Vec<usize>,
     pub fallback: Box<dyn CpuKernel>,
     pub ep: Arc<dyn ExecutionProvider>,
     /// Calls that ran on the device, and calls left to the CPU kernel.
@@ -147,19 +181,31 @@ fn is_refusal(e: &EpError) -> bool {
 }
 
 impl DeviceStep {
-    /// Runs the node on the device. `inputs` holds one entry per node input (`None` for an
-    /// omitted optional one). Returns `None` when the device kernel refuses these inputs'
+    /// Runs the node on the device. `inputs` holds one entry per node input. Returns `None` when the device kernel refuses these inputs'
     /// dtypes, so the caller runs the CPU kernel instead.
-    pub fn run(
-        &self,
-        inputs: &[Option<&DeviceTensor>],
-    ) -> SessionResult<Option<Vec<DeviceTensor>>> {
+    pub fn run(&self, inputs: &[StepInput<'_>]) -> SessionResult<Option<Vec<DeviceTensor>>> {
         let placeholder_shape: [usize; 0] = [];
+        let host_strides: Vec<Vec<usize>> = inputs
+            .iter()
+            .map(|i| match i {
+                StepInput::Host(t) => compute_contiguous_strides(t.shape()),
+                _ => Vec::new(),
+            })
+            .collect();
         let views: Vec<TensorView<'_>> = inputs
             .iter()
-            .map(|t| match t {
-                Some(t) => t.view(),
-                None => TensorView::new(
+            .zip(&host_strides)
+            .map(|(t, strides)| match t {
+                StepInput::Device(t) => t.view(),
+                // A `Kernel::host_inputs` position: the kernel reads host memory in place.
+                StepInput::Host(t) => TensorView::new(
+                    DevicePtr(t.bytes().as_ptr() as *const std::ffi::c_void),
+                    t.dtype(),
+                    t.shape(),
+                    strides,
+                    DeviceId::CPU,
+                ),
+                StepInput::Absent => TensorView::new(
                     DevicePtr(std::ptr::null()),
                     DataType::Undefined,
                     &placeholder_shape,

@@ -2,10 +2,11 @@
 //! and intermediates are dropped after their last reader.
 
 use crate::compile::{CompiledGraph, Step, StepKind};
-use crate::device::{placeable, DeviceStep, DeviceTensor};
+use crate::device::{placeable, DeviceStep, DeviceTensor, StepInput};
 use crate::error::{SessionError, SessionResult};
 use crate::profile::Profile;
-use onnx_runtime_ep_cpu::Value;
+use onnx_runtime_ep_api::EpError;
+use onnx_runtime_ep_cpu::{Tensor, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,33 +36,45 @@ fn run_steps<'a>(
     graph: &'a CompiledGraph,
     inputs: Vec<Option<Cow<'a, Value>>>,
     captures: &[&'a Value],
-    mut profile: Option<&mut Profile>,
+    profile: Option<&mut Profile>,
 ) -> SessionResult<Vec<Value>> {
     let mut slots = Slots::new(graph);
-    for (slot, value) in &graph.constants {
-        slots.host[*slot] = Some(Cow::Borrowed(value));
-    }
-    for ((io, default), feed) in graph.inputs.iter().zip(&graph.input_defaults).zip(inputs) {
-        slots.host[io.slot] = feed.or_else(|| default.as_ref().map(Cow::Borrowed));
-    }
-    for ((_, slot), value) in graph.captures.iter().zip(captures) {
-        slots.host[*slot] = Some(Cow::Borrowed(*value));
-    }
+    slots.feed(graph, inputs, captures);
+    execute_steps(graph, &mut slots, profile)?;
+    graph
+        .outputs
+        .iter()
+        .map(|io| slots.output(io.slot, &io.name))
+        .collect()
+}
 
+/// Runs every step of `graph` over `slots` (fed already).
+pub(crate) fn execute_steps(
+    graph: &CompiledGraph,
+    slots: &mut Slots<'_>,
+    mut profile: Option<&mut Profile>,
+) -> SessionResult<()> {
     for step in &graph.steps {
         let started = profile.as_ref().map(|_| Instant::now());
         let on_device = match &step.kind {
-            StepKind::Device(device) => run_on_device(device, step, &mut slots)?,
+            StepKind::Device(device) => run_on_device(device, step, slots)?,
             _ => None,
         };
-        let results = match on_device {
-            Some(outputs) => {
+        let results = match (&step.kind, on_device) {
+            (_, Some(outputs)) => {
                 for (&slot, t) in step.outputs.iter().zip(outputs) {
                     slots.device[slot] = Some(Arc::new(t));
                 }
                 None
             }
-            None => Some(run_on_host(step, &mut slots)?),
+            (StepKind::Meta(op), None) => {
+                let slot = step.inputs.first().copied().flatten();
+                let shape = slot.and_then(|s| slots.shape_of(s)).ok_or_else(|| {
+                    SessionError::invalid(format!("{}: its input was not produced", step.name))
+                })?;
+                Some(vec![op.eval(&shape)])
+            }
+            (_, None) => Some(run_on_host(step, slots)?),
         };
         if let (Some(p), Some(t)) = (profile.as_deref_mut(), started) {
             p.record(&step.op_type, &step.name, t.elapsed());
@@ -76,6 +89,7 @@ fn run_steps<'a>(
                 )));
             }
             for (&slot, value) in step.outputs.iter().zip(results) {
+                slots.check_expected(slot, &value, &step.name)?;
                 slots.host[slot] = Some(Cow::Owned(value));
             }
         }
@@ -83,34 +97,24 @@ fn run_steps<'a>(
             slots.free(slot);
         }
     }
-
-    graph
-        .outputs
-        .iter()
-        .map(|io| {
-            slots.fetch(io.slot)?;
-            slots.host[io.slot]
-                .as_deref()
-                .cloned()
-                .ok_or_else(|| {
-                    SessionError::invalid(format!(
-                        "graph output '{}' was not produced (an optional output no node wrote, or an input that was not fed)",
-                        io.name
-                    ))
-                })
-        })
-        .collect()
+    Ok(())
 }
 
 /// Every value of a run: on the host, on the device, or both (a copy made when the other
 /// side needed it). Without device steps the device table stays empty.
-struct Slots<'a> {
-    host: Vec<Option<Cow<'a, Value>>>,
-    device: Vec<Option<Arc<DeviceTensor>>>,
+pub(crate) struct Slots<'a> {
+    pub host: Vec<Option<Cow<'a, Value>>>,
+    pub device: Vec<Option<Arc<DeviceTensor>>>,
+    /// When set, host values (other than graph inputs) that device steps had to copy to the
+    /// device are recorded here: a capture copies them before it starts.
+    pub uploads: Option<Vec<(usize, Tensor)>>,
+    /// Host values the run must compute exactly as given (those a capture copied before it
+    /// started); any other value is an error.
+    pub expected: Vec<(usize, Tensor)>,
 }
 
 impl<'a> Slots<'a> {
-    fn new(graph: &'a CompiledGraph) -> Self {
+    pub fn new(graph: &'a CompiledGraph) -> Self {
         let mut device: Vec<Option<Arc<DeviceTensor>>> = Vec::new();
         if graph.uses_device {
             device.resize(graph.num_slots, None);
@@ -118,9 +122,30 @@ impl<'a> Slots<'a> {
                 device[*slot] = Some(t.clone());
             }
         }
+        let mut host: Vec<Option<Cow<'a, Value>>> = (0..graph.num_slots).map(|_| None).collect();
+        for (slot, value) in &graph.constants {
+            host[*slot] = Some(Cow::Borrowed(value));
+        }
         Slots {
-            host: (0..graph.num_slots).map(|_| None).collect(),
+            host,
             device,
+            uploads: None,
+            expected: Vec::new(),
+        }
+    }
+
+    /// Puts the feeds (or the inputs' initializers) and the outer-scope values in place.
+    pub fn feed(
+        &mut self,
+        graph: &'a CompiledGraph,
+        inputs: Vec<Option<Cow<'a, Value>>>,
+        captures: &[&'a Value],
+    ) {
+        for ((io, default), feed) in graph.inputs.iter().zip(&graph.input_defaults).zip(inputs) {
+            self.host[io.slot] = feed.or_else(|| default.as_ref().map(Cow::Borrowed));
+        }
+        for ((_, slot), value) in graph.captures.iter().zip(captures) {
+            self.host[*slot] = Some(Cow::Borrowed(*value));
         }
     }
 
@@ -134,7 +159,49 @@ impl<'a> Slots<'a> {
         Ok(())
     }
 
-    fn free(&mut self, slot: usize) {
+    /// The shape of a tensor value wherever it lives, without copying it.
+    fn shape_of(&self, slot: usize) -> Option<Vec<usize>> {
+        if let Some(t) = self.device.get(slot).and_then(Option::as_ref) {
+            return Some(t.shape().to_vec());
+        }
+        match self.host[slot].as_deref() {
+            Some(Value::Tensor(t)) => Some(t.shape().to_vec()),
+            _ => None,
+        }
+    }
+
+    /// A graph output as a host value (copied from the device if it lives there).
+    pub fn output(&mut self, slot: usize, name: &str) -> SessionResult<Value> {
+        self.fetch(slot)?;
+        self.host[slot].as_deref().cloned().ok_or_else(|| {
+            SessionError::invalid(format!(
+                "graph output '{name}' was not produced (an optional output no node wrote, or an input that was not fed)"
+            ))
+        })
+    }
+
+    fn check_expected(&self, slot: usize, value: &Value, step: &str) -> SessionResult<()> {
+        let Some((_, want)) = self.expected.iter().find(|(s, _)| *s == slot) else {
+            return Ok(());
+        };
+        match value {
+            Value::Tensor(t)
+                if t.dtype() == want.dtype()
+                    && t.shape() == want.shape()
+                    && t.bytes() == want.bytes() =>
+            {
+                Ok(())
+            }
+            _ => Err(SessionError::Kernel(EpError::Capture {
+                node: step.to_string(),
+                message: "a host value the capture copied to the device in advance came out \
+                          different in this run"
+                    .into(),
+            })),
+        }
+    }
+
+    pub fn free(&mut self, slot: usize) {
         self.host[slot] = None;
         if let Some(d) = self.device.get_mut(slot) {
             *d = None;
@@ -143,30 +210,52 @@ impl<'a> Slots<'a> {
 }
 
 /// Runs a device step when all its inputs can live on the device (uploading those that are
-/// only on the host). `None`: the step runs on the host instead.
+/// only on the host, except host values at the kernel's `host_inputs` positions, which it
+/// reads in place). `None`: the step runs on the host instead.
 fn run_on_device(
     device: &DeviceStep,
     step: &Step,
     slots: &mut Slots<'_>,
 ) -> SessionResult<Option<Vec<DeviceTensor>>> {
-    for &slot in step.inputs.iter().flatten() {
-        if slots.device[slot].is_some() {
+    for (pos, slot) in step.inputs.iter().enumerate() {
+        let Some(slot) = *slot else { continue };
+        if slots.device[slot].is_some() || host_readable(device, pos, slots, slot) {
             continue;
         }
         match slots.host[slot].as_deref() {
             Some(Value::Tensor(t)) if placeable(t) => {
+                if let Some(record) = slots.uploads.as_mut() {
+                    record.push((slot, t.clone()));
+                }
                 slots.device[slot] = Some(Arc::new(DeviceTensor::upload(&device.ep, t)?));
             }
             // Absent inputs, sequences, maps and strings: the CPU kernel decides.
             _ => return Ok(device.refuse()),
         }
     }
-    let inputs: Vec<Option<&DeviceTensor>> = step
+    let inputs: Vec<StepInput<'_>> = step
         .inputs
         .iter()
-        .map(|s| s.and_then(|s| slots.device[s].as_deref()))
+        .enumerate()
+        .map(|(pos, s)| match s {
+            None => StepInput::Absent,
+            Some(s) if host_readable(device, pos, slots, *s) => match slots.host[*s].as_deref() {
+                Some(Value::Tensor(t)) => StepInput::Host(t),
+                _ => StepInput::Absent,
+            },
+            Some(s) => slots.device[*s]
+                .as_deref()
+                .map_or(StepInput::Absent, StepInput::Device),
+        })
         .collect();
     device.run(&inputs)
+}
+
+/// Whether input `pos` of a device step can be passed in host memory: the kernel reads it
+/// on the host and the value is a host tensor.
+fn host_readable(device: &DeviceStep, pos: usize, slots: &Slots<'_>, slot: usize) -> bool {
+    device.host_inputs.contains(&pos)
+        && matches!(slots.host[slot].as_deref(), Some(Value::Tensor(t)) if placeable(t))
 }
 
 /// Runs a CPU, control-flow or refused device step on the host, fetching device inputs.
@@ -194,6 +283,12 @@ fn run_on_host(step: &Step, slots: &mut Slots<'_>) -> SessionResult<Vec<Value>> 
     Ok(match &step.kind {
         StepKind::Cpu(kernel) => kernel.run(inputs)?,
         StepKind::Device(device) => device.fallback.run(inputs)?,
+        StepKind::Meta(_) => {
+            return Err(SessionError::invalid(format!(
+                "{}: a metadata step reached the host kernel path",
+                step.name
+            )))
+        }
         StepKind::Control(op) => {
             let implicit = step
                 .implicit

@@ -10,6 +10,7 @@
 //! # }
 //! ```
 
+mod capture;
 mod compile;
 mod constant;
 mod control;
@@ -18,12 +19,14 @@ mod device;
 mod error;
 mod exec;
 pub mod optimize;
+mod placement;
 mod profile;
 mod session;
 #[cfg(test)]
 mod tests;
 mod workers;
 
+pub use capture::{CaptureReport, CudaGraph, SignatureReport};
 pub use compile::HostNode;
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};

@@ -1,5 +1,6 @@
 //! [`Session`]: a model compiled once and run many times, from any number of threads.
 
+use crate::capture::{CaptureReport, CudaGraph, GraphCache};
 use crate::compile::{CompiledGraph, Compiler};
 use crate::error::{MissingOp, SessionError, SessionResult};
 use crate::exec::run_graph;
@@ -30,6 +31,10 @@ pub struct SessionOptions {
     /// parallel pieces a run is made of; polling costs CPU time on the other cores during
     /// runs. Turn it off when many sessions share a busy machine.
     pub spin: bool,
+    /// Whether runs on [`SessionOptions::device`] are recorded into device graphs (CUDA
+    /// graphs) and replayed ([`CudaGraph::Auto`] by default; see [`Session::capture_report`]).
+    /// No effect without a device.
+    pub cuda_graph: CudaGraph,
 }
 
 impl Default for SessionOptions {
@@ -39,6 +44,7 @@ impl Default for SessionOptions {
             registry: None,
             optimization: OptimizationLevel::default(),
             spin: true,
+            cuda_graph: CudaGraph::Auto,
         }
     }
 }
@@ -60,6 +66,8 @@ pub struct Session {
     has_default: Vec<bool>,
     /// [`SessionOptions::spin`].
     spin: bool,
+    /// The device graphs, with a device and [`CudaGraph::Auto`].
+    graphs: Option<GraphCache>,
 }
 
 impl Session {
@@ -137,6 +145,12 @@ impl Session {
                 .map(Option::is_some)
                 .collect(),
             spin: options.spin,
+            graphs: match (&options.device, options.cuda_graph) {
+                (Some(ep), CudaGraph::Auto) if ep.supports_capture() => {
+                    Some(GraphCache::new(ep.clone()))
+                }
+                _ => None,
+            },
             graph: compiled,
         })
     }
@@ -179,6 +193,24 @@ impl Session {
     /// take, a non-tensor input) and the CPU ran instead.
     pub fn device_calls(&self) -> (usize, usize) {
         self.graph.device_calls()
+    }
+
+    /// Which runs are recorded into device graphs: why none can be (the nodes that prevent it,
+    /// empty when runs can be), and each input signature seen with its state (`warm` after
+    /// its first run, `captured` with its replay count, or `eager` with the reason).
+    pub fn capture_report(&self) -> CaptureReport {
+        match &self.graphs {
+            Some(g) => g.report(&self.graph),
+            None => CaptureReport {
+                blockers: vec![if self.graph.uses_device {
+                    "device graphs are off (SessionOptions::cuda_graph), or the device has none"
+                        .into()
+                } else {
+                    "no node runs on the device".into()
+                }],
+                signatures: Vec::new(),
+            },
+        }
     }
 
     /// Runs the model on `inputs` (by name) and returns every graph output, in order.
@@ -229,7 +261,17 @@ impl Session {
                 });
             }
         }
-        let values = run_graph(&self.graph, feeds, &[], profile, self.spin)?;
+        let values = match (&self.graphs, profile) {
+            (Some(graphs), None) if self.graph.capture_blockers.is_empty() => {
+                let graph = &self.graph;
+                if rayon::current_thread_index().is_none() {
+                    crate::workers::run_on_pool(self.spin, || graphs.run(graph, feeds))?
+                } else {
+                    graphs.run(graph, feeds)?
+                }
+            }
+            (_, profile) => run_graph(&self.graph, feeds, &[], profile, self.spin)?,
+        };
         Ok(self
             .outputs
             .iter()

@@ -5,7 +5,7 @@
 use super::params::{Strided2, MAX_DIMS, MAX_RANK};
 use crate::compiler::ModuleSpec;
 use crate::runtime::{CuPtr, CudaRuntime, Function, Module};
-use onnx_runtime_ep_api::{CaptureSupport, EpError, EpResult, TensorMut, TensorView};
+use onnx_runtime_ep_api::{CaptureSupport, DeviceKind, EpError, EpResult, TensorMut, TensorView};
 use onnx_runtime_ir::{Attribute, DataType, Node};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -472,6 +472,11 @@ impl HostReads {
         self.constant = constant.to_vec();
     }
 
+    /// The node-input positions read on the host (`Kernel::host_inputs`).
+    pub fn positions(&self) -> Vec<usize> {
+        self.positions.clone()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<(Signature, HostValues)>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -531,6 +536,12 @@ impl HostReads {
         }
         let sig = Signature::of(inputs, outputs);
         let mut state = self.lock();
+        if in_host_memory(base, &self.positions, inputs) {
+            // Passed in host memory: read without waiting for the device, capture or not.
+            let values = self.read(base, inputs)?;
+            *state = Some((sig, values.clone()));
+            return Ok(values);
+        }
         if base.rt.is_capturing() {
             return match state.as_ref() {
                 Some((s, v)) if *s == sig => Ok(v.clone()),
@@ -569,6 +580,9 @@ impl HostReads {
         if self.positions.is_empty() {
             return Ok(vec![None; base.present.len()]);
         }
+        if in_host_memory(base, &self.positions, inputs) {
+            return self.read(base, inputs);
+        }
         let sig = Signature::of_inputs(inputs);
         let warmed = self
             .lock()
@@ -590,9 +604,21 @@ impl HostReads {
     }
 }
 
-/// Copies a tensor's elements of `w` bytes to the host in row-major order (synchronizes the
-/// stream). Refused during capture, where the host cannot wait for the device.
+/// Whether every wired input at `positions` is a view of host memory (`Kernel::host_inputs`).
+pub fn in_host_memory(base: &Base, positions: &[usize], inputs: &[TensorView<'_>]) -> bool {
+    positions.iter().all(|&p| {
+        base.input(inputs, p)
+            .is_none_or(|v| v.device.kind == DeviceKind::Cpu)
+    })
+}
+
+/// Copies a tensor's elements of `w` bytes to the host in row-major order: read in place for a
+/// view of host memory; otherwise a copy from the device that synchronizes the stream, refused
+/// during capture, where the host cannot wait for the device.
 fn read_bytes(base: &Base, view: &TensorView<'_>, w: usize, what: &str) -> EpResult<Vec<u8>> {
+    if view.device.kind == DeviceKind::Cpu {
+        return Ok(read_host_bytes(view, w));
+    }
     if base.rt.is_capturing() {
         return Err(EpError::Capture {
             node: base.node.clone(),
@@ -625,7 +651,29 @@ fn read_bytes(base: &Base, view: &TensorView<'_>, w: usize, what: &str) -> EpRes
     Ok(out)
 }
 
-/// Reads an integer tensor to the host (synchronizes the stream).
+/// The elements of a view of host memory in row-major order.
+fn read_host_bytes(view: &TensorView<'_>, w: usize) -> Vec<u8> {
+    let n = view.numel();
+    let mut out = Vec::with_capacity(n * w);
+    if n == 0 {
+        return out;
+    }
+    let strides = onnx_runtime_ir::compute_contiguous_strides(view.shape);
+    let base = view.ptr.0 as *const u8;
+    for i in 0..n {
+        let mut off = 0usize;
+        for ((&cs, &d), &s) in strides.iter().zip(view.shape).zip(view.strides) {
+            off += (i / cs) % d * s;
+        }
+        // SAFETY: `Kernel::host_inputs` views point at host memory valid for the view's
+        // elements (the caller's contract).
+        let elem = unsafe { std::slice::from_raw_parts(base.add(off * w), w) };
+        out.extend_from_slice(elem);
+    }
+    out
+}
+
+/// Reads an integer tensor to the host (synchronizes the stream unless it is in host memory).
 pub fn read_ints(base: &Base, view: &TensorView<'_>, what: &str) -> EpResult<Vec<i64>> {
     if view.numel() == 0 {
         return Ok(Vec::new());

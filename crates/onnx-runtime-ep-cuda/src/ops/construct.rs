@@ -253,6 +253,16 @@ impl ConstructKernel {
 }
 
 impl Kernel for ConstructKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        match self.op {
+            Op::ConstantOfShape { .. } => vec![0],
+            // start and delta also go to the kernel: only limit may be host memory.
+            Op::Range => vec![1],
+            Op::OneHot { .. } => vec![1],
+            _ => Vec::new(),
+        }
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         Ok(vec![self.output_type(inputs, None)?])
     }

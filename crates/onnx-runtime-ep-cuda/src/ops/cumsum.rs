@@ -46,6 +46,10 @@ impl CumSumKernel {
 }
 
 impl Kernel for CumSumKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let x = base.req(inputs, 0)?;

@@ -5,7 +5,9 @@ mod cast;
 pub mod common;
 mod construct;
 mod conv;
+pub use conv::chosen_path as conv_chosen_path;
 mod cumsum;
+mod deform_conv;
 mod detection;
 mod elementwise;
 pub mod fused;
@@ -59,6 +61,7 @@ pub fn registry() -> Registry {
     signal::register(&mut r);
     detection::register(&mut r);
     linalg::register(&mut r);
+    deform_conv::register(&mut r);
     r
 }
 
@@ -81,5 +84,6 @@ pub fn family_modules() -> Vec<crate::compiler::ModuleSpec> {
     all.extend(signal::modules());
     all.extend(detection::modules());
     all.extend(linalg::modules());
+    all.extend(deform_conv::modules());
     all
 }

@@ -349,6 +349,10 @@ impl MoveKernel {
 }
 
 impl Kernel for MoveKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let host = self.host.peek(&self.base, inputs)?;
         self.output_types_with(inputs, &host)

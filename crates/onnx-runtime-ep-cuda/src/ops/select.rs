@@ -189,6 +189,10 @@ impl PadKernel {
 }
 
 impl Kernel for PadKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let host = self.host.peek(&self.base, inputs)?;
         Ok(self.plan(inputs, &host)?.0)

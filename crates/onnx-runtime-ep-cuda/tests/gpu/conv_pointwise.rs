@@ -251,9 +251,12 @@ fn conv_constant_strided_weights_are_packed_once() {
     }
 }
 
-/// ResNet-50's convolution shapes at batch 1 and 32 in float32 and float16: time per call
-/// and TFLOP/s (compare with `torch.nn.functional.conv2d` on the same shapes, NCHW, with
-/// `torch.backends.cudnn.allow_tf32 = False` for float32).
+/// ResNet-50's convolution shapes at batch 1 and 32 in float32 and float16: time per call,
+/// TFLOP/s and the path each shape's first run chose (cuBLASLt GEMM, a legacy cuDNN
+/// algorithm or a cuDNN graph engine), with a markdown table of all of them at the end
+/// (compare with `torch.nn.functional.conv2d` on the same shapes, NCHW, with
+/// `torch.backends.cudnn.allow_tf32 = False` for float32). `ONNX_RUNTIME_CUDA_CONV_BACKEND=0`
+/// gives the legacy-only numbers for an A/B comparison.
 #[test]
 #[ignore]
 fn conv_bench_resnet50_layers() {
@@ -262,6 +265,7 @@ fn conv_bench_resnet50_layers() {
     std::env::set_var("ONNX_RUNTIME_CUDA_CONV_LOG", "1");
     let ep = gpu();
     let mut rng = Rng::new(14);
+    let mut table = Vec::new();
     // (C, H, M, k, stride, pad)
     let layers: [(usize, usize, usize, usize, usize, usize); 13] = [
         (3, 224, 64, 7, 2, 3),
@@ -305,12 +309,32 @@ fn conv_bench_resnet50_layers() {
                 ep.runtime().synchronize().unwrap();
                 let secs = start.elapsed().as_secs_f64() / runs as f64;
                 let flops = 2.0 * (batch * m * o * o * c * k * k) as f64;
+                let path = onnx_runtime_ep_cuda::ops::conv_chosen_path(
+                    dtype,
+                    &[batch, c, h, h],
+                    &[m, c, k, k],
+                )
+                .unwrap_or_else(|| "(not recorded)".into());
                 eprintln!(
-                    "conv {dtype} N={batch} C={c} H={h} M={m} k={k} s={s}: {:.1} us, {:.1} TFLOP/s",
+                    "conv {dtype} N={batch} C={c} H={h} M={m} k={k} s={s}: {:.1} us, {:.1} TFLOP/s, \
+                     path: {path}",
                     secs * 1e6,
                     flops / secs / 1e12
                 );
+                table.push(format!(
+                    "| N{batch} C{c} {h}x{h} M{m} {k}x{k}/{s} | {dtype} | {path} | {:.1} | {:.1} |",
+                    secs * 1e6,
+                    flops / secs / 1e12
+                ));
             }
         }
+    }
+    eprintln!(
+        "\nONNX_RUNTIME_CUDA_CONV_BACKEND={:?}\n| layer | dtype | path | us | TFLOP/s |\n\
+         | --- | --- | --- | --- | --- |",
+        std::env::var("ONNX_RUNTIME_CUDA_CONV_BACKEND").unwrap_or_default()
+    );
+    for row in &table {
+        eprintln!("{row}");
     }
 }

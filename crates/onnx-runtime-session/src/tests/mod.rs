@@ -2,6 +2,7 @@
 //! session logic is tested on its own.
 
 mod basic;
+mod capture;
 mod control;
 mod device;
 mod kernels;

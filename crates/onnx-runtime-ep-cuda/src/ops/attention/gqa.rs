@@ -326,6 +326,10 @@ fn attention_bias_mask(
 }
 
 impl Kernel for GqaKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let values = self.host.peek(&self.base, inputs)?;
         let plan = self.plan(inputs, self.total_seq(&values)?)?;

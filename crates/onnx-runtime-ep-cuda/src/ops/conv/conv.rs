@@ -12,8 +12,15 @@
 //! 2-D one over a trailing axis of 1; asymmetric pads run as cuDNN's symmetric
 //! `min(begin, end)` on an input that a packing pass pads by the difference.
 //!
-//! `ONNX_RUNTIME_CUDA_CONV_LOG=1` prints each shape's choice (path, timed algorithms) when it
-//! is made; `ONNX_RUNTIME_CUDA_CONV_GEMM=0` sends pointwise convolutions to cuDNN too.
+//! The timed candidates include the backend (graph) API's engines ([`super::graph_plan`]);
+//! a chosen graph plan runs the convolution and the same epilogue pass adds bias, Z and the
+//! activation.
+//!
+//! `ONNX_RUNTIME_CUDA_CONV_LOG=1` prints each shape's choice (path, timed algorithms and
+//! engines, why the backend API was passed over) when it is made;
+//! `ONNX_RUNTIME_CUDA_CONV_GEMM=0` sends pointwise convolutions to cuDNN too;
+//! `ONNX_RUNTIME_CUDA_CONV_BACKEND=0` keeps to the legacy API, `=force` to the backend one
+//! wherever it builds.
 //!
 //! This module holds the kernel (checks, the per-shape plan cache, registration); the plan
 //! of one shape and its GEMM / cuDNN run paths are in [`super::plan`].
@@ -308,6 +315,8 @@ impl ConvKernel {
             sx: Scratch::new(),
             sw: Scratch::new(),
             sy: Scratch::new(),
+            graph: None,
+            graph_ws: 0,
         })
     }
 }

@@ -1,4 +1,5 @@
-//! cuDNN through cudarc's raw bindings (`cudarc::cudnn::sys`, the legacy convolution API):
+//! cuDNN through cudarc's raw bindings (`cudarc::cudnn::sys`, the legacy convolution API;
+//! the backend (graph) API is in [`super::graph`], its symbols checked here too):
 //! one handle per runtime, bound to the runtime's stream (a [`CudaRuntime::extension`]);
 //! descriptors that destroy themselves; and a workspace shared by the runtime's convolutions
 //! that only grows, so a block a captured graph holds is never handed to anything else. The
@@ -126,7 +127,8 @@ impl Dnn {
 
     fn create(rt: &CudaRuntime) -> EpResult<Dnn> {
         let path = libs::ensure_cudnn().map_err(|e| unavailable(&detail(e)))?;
-        let missing = libs::cudnn_missing_symbols(SYMBOLS);
+        let mut missing = libs::cudnn_missing_symbols(SYMBOLS);
+        missing.extend(libs::cudnn_missing_symbols(super::graph::SYMBOLS));
         if !missing.is_empty() {
             return Err(unavailable(&format!(
                 "{} does not export {}",
@@ -585,7 +587,8 @@ mod tests {
         // cuDNN is installed it loads and exports everything this module calls.
         match libs::ensure_cudnn() {
             Ok(path) => {
-                let missing = libs::cudnn_missing_symbols(SYMBOLS);
+                let mut missing = libs::cudnn_missing_symbols(SYMBOLS);
+                missing.extend(libs::cudnn_missing_symbols(super::super::graph::SYMBOLS));
                 assert!(
                     missing.is_empty(),
                     "{}: missing {missing:?}",

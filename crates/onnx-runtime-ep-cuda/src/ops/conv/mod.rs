@@ -11,8 +11,12 @@
 //! cuDNN's fused call does not take run in one vectorized epilogue pass, which also crops a
 //! transposed convolution's result and writes strided outputs. The algorithm is chosen once
 //! per input shape: the first eager run times the first few of cuDNN's heuristic proposals
-//! (no exhaustive search) and keeps the fastest with its workspace, so a kernel is capturable
-//! once it ran eagerly for the shape.
+//! (no exhaustive search) of both the legacy API and, for float32, float16 and bfloat16, the
+//! backend (graph) API ([`graph`], [`graph_plan`]: its tensor-core engines take NCHW half
+//! tensors at full speed; float32 keeps to engines without TF32), and keeps the fastest with
+//! its workspace, so a kernel is capturable once it ran eagerly for the shape.
+//! `ONNX_RUNTIME_CUDA_CONV_BACKEND=0` leaves the backend API out, `=force` times only its
+//! engines wherever one builds for the shape.
 
 mod algo;
 #[allow(clippy::module_inception)]
@@ -20,6 +24,8 @@ mod conv;
 mod conv_transpose;
 pub mod dnn;
 mod fused;
+mod graph;
+mod graph_plan;
 mod plan;
 mod pointwise;
 mod quant;
@@ -40,6 +46,38 @@ pub fn register(r: &mut Registry) {
     r.register("com.microsoft", "FusedConv", 1, conv::build_fused);
     r.register("", "ConvInteger", 10, quant::build_conv_integer);
     r.register("", "QLinearConv", 10, quant::build_qlinear_conv);
+}
+
+/// The paths the first eager runs chose, by (dtype, X shape, W shape): the last one of each
+/// key, at most [`MAX_PATHS`] keys (the benchmark reads them with [`chosen_path`]).
+static PATHS: std::sync::Mutex<Vec<PathEntry>> = std::sync::Mutex::new(Vec::new());
+
+/// dtype, X shape, W shape, path.
+type PathEntry = (DataType, Vec<usize>, Vec<usize>, String);
+
+const MAX_PATHS: usize = 4096;
+
+fn record_path(dtype: DataType, x: &[usize], w: &[usize], path: String) {
+    let mut paths = PATHS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = paths
+        .iter_mut()
+        .find(|e| e.0 == dtype && e.1 == x && e.2 == w)
+    {
+        e.3 = path;
+    } else if paths.len() < MAX_PATHS {
+        paths.push((dtype, x.to_vec(), w.to_vec(), path));
+    }
+}
+
+/// The path (cuBLASLt GEMM, a legacy cuDNN algorithm or a cuDNN graph engine) the last Conv /
+/// FusedConv planned for these shapes chose on its first eager run, if any ran in this
+/// process.
+pub fn chosen_path(dtype: DataType, x: &[usize], w: &[usize]) -> Option<String> {
+    let paths = PATHS.lock().unwrap_or_else(|e| e.into_inner());
+    paths
+        .iter()
+        .find(|e| e.0 == dtype && e.1 == x && e.2 == w)
+        .map(|e| e.3.clone())
 }
 
 /// The one module of the family: packing, epilogue and integer kernels.

@@ -8,6 +8,7 @@ use super::algo::{self, Algo, Timer};
 use super::conv::{algo_name, log_choices, vector_stride, ConvKernel};
 use super::dnn::{self, ActDesc, ConvDesc, FilterDesc, TensorDesc, Types};
 use super::fused::Activation;
+use super::graph_plan::{self, Candidate};
 use super::pointwise::{self, Dims, Engine, Operands};
 use super::{is_packed, ConvGeom, Epilogue, Helpers, Scratch, Src, CONV_RANK};
 use crate::ops::common::{mut_ptr_of, ptr_of, Base};
@@ -69,14 +70,26 @@ pub(super) struct Plan {
     pub(super) sx: Scratch,
     pub(super) sw: Scratch,
     pub(super) sy: Scratch,
+    /// The backend-API (graph) plan the first eager run chose over the legacy algorithms,
+    /// with its workspace (the legacy algorithm stays selected as the fallback for calls
+    /// whose pointers the graph's alignment does not allow).
+    pub(super) graph: Option<Candidate>,
+    pub(super) graph_ws: CuPtr,
 }
 /// The operands of one call, resolved to device addresses.
-struct Call<'a> {
-    x: CuPtr,
-    w: CuPtr,
-    y: CuPtr,
-    bias: Option<(CuPtr, usize)>,
-    z: Option<&'a TensorView<'a>>,
+pub(super) struct Call<'a> {
+    pub(super) x: CuPtr,
+    pub(super) w: CuPtr,
+    pub(super) y: CuPtr,
+    pub(super) bias: Option<(CuPtr, usize)>,
+    pub(super) z: Option<&'a TensorView<'a>>,
+}
+
+/// A timed candidate of the first eager run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Which {
+    Legacy(usize),
+    Graph(usize),
 }
 
 impl Plan {
@@ -143,6 +156,13 @@ impl Plan {
     /// `cudnnConvolutionForward` into `c.y`, falling back to the next algorithm when one
     /// refuses at run time.
     fn forward(&mut self, k: &ConvKernel, c: &Call<'_>) -> EpResult<()> {
+        if self.graph.is_some() && graph_plan::aligned(c) {
+            match self.graph_forward(k, c) {
+                Ok(()) => return Ok(()),
+                Err(e) if k.base.rt.is_capturing() => return Err(e),
+                Err(e) => self.drop_graph(k, &e),
+            }
+        }
         loop {
             match self.forward_with(k, c, self.algo(), self.ws) {
                 Ok(()) => return Ok(()),
@@ -152,29 +172,51 @@ impl Plan {
     }
 
     /// Times the heuristics' first proposals on this call's operands (the first eager run
-    /// of the shape) and selects the fastest; the heuristics' first when timing fails.
+    /// of the shape): the legacy API's first [`algo::TUNE_CANDIDATES`] and the backend API's
+    /// first [`graph_plan::GRAPH_CANDIDATES`] plans, and selects the fastest; the legacy
+    /// heuristics' first when timing fails. A shape the backend API cannot plan runs on the
+    /// legacy algorithms (the reason is in the log).
     fn tune(&mut self, k: &ConvKernel, c: &Call<'_>) {
         let rt = &k.base.rt;
-        let candidates: Vec<usize> = (0..self.algos.len())
-            .filter(|&i| self.algos[i].proposed)
-            .take(algo::TUNE_CANDIDATES)
-            .collect();
+        let (mut graphs, graph_note) = self.graph_candidates(k, c);
+        let note = if graph_note.is_empty() {
+            String::new()
+        } else {
+            format!("; backend: {graph_note}")
+        };
+        let force = graph_plan::mode() == graph_plan::Mode::Force && !graphs.is_empty();
+        let legacy: Vec<usize> = if force {
+            Vec::new()
+        } else {
+            (0..self.algos.len())
+                .filter(|&i| self.algos[i].proposed)
+                .take(algo::TUNE_CANDIDATES)
+                .collect()
+        };
         let first = algo_name(self.algos[0].algo);
-        if candidates.len() <= 1 {
-            self.choice = format!("cuDNN {first} (the only proposal)");
+        if legacy.len() + graphs.len() <= 1 {
+            if let Some(g) = graphs.pop() {
+                let name = g.name.clone();
+                match self.adopt_graph(k, g) {
+                    Ok(()) => self.choice = format!("cuDNN {name} (the only candidate{note})"),
+                    Err(e) => self.choice = format!("cuDNN {first} ({name} unusable: {e}{note})"),
+                }
+            } else {
+                self.choice = format!("cuDNN {first} (the only proposal{note})");
+            }
             return;
         }
         let timer = match Timer::new(rt) {
             Ok(t) => t,
             Err(e) => {
-                self.choice = format!("cuDNN {first} (heuristic; no timer: {e})");
+                self.choice = format!("cuDNN {first} (heuristic; no timer: {e}{note})");
                 return;
             }
         };
         let cap = algo::TUNE_WORKSPACE_CAP.max(self.algos[0].workspace);
-        let mut best: Option<(usize, f64)> = None;
+        let mut best: Option<(Which, f64)> = None;
         let mut notes = Vec::new();
-        for i in candidates {
+        for i in legacy {
             let a = self.algos[i];
             let name = algo_name(a.algo);
             if i > 0 && a.workspace > cap {
@@ -192,27 +234,57 @@ impl Plan {
                 Ok(us) => {
                     notes.push(format!("{name} {us:.1} us"));
                     if best.is_none_or(|b| us < b.1) {
-                        best = Some((i, us));
+                        best = Some((Which::Legacy(i), us));
                     }
                 }
                 Err(e) => notes.push(format!("{name} failed ({e})")),
             }
         }
-        let chosen = best.map_or(0, |b| b.0);
-        match self.select(k, chosen) {
-            Ok(()) => {
-                self.choice = format!(
-                    "cuDNN {} (timed: {})",
-                    algo_name(self.algo().algo),
-                    notes.join(", ")
-                );
-            }
-            Err(e) => {
-                // Back to the heuristics' first; a failure there surfaces on the call.
-                let _ = self.select(k, 0);
-                self.choice = format!("cuDNN {first} (selecting the fastest failed: {e})");
+        for (i, g) in graphs.iter_mut().enumerate() {
+            match graph_plan::time_candidate(k, &timer, g, c, cap) {
+                Ok(Some(us)) => {
+                    notes.push(format!("{} {us:.1} us", g.name));
+                    if best.is_none_or(|b| us < b.1) {
+                        best = Some((Which::Graph(i), us));
+                    }
+                }
+                Ok(None) => notes.push(format!(
+                    "{} skipped ({} MiB workspace)",
+                    g.name,
+                    g.exec.workspace >> 20
+                )),
+                Err(e) => notes.push(format!("{} failed ({e})", g.name)),
             }
         }
+        // The legacy algorithm to keep selected: the chosen one, or the fastest legacy one as
+        // the fallback behind a chosen graph plan.
+        let legacy_best = match best {
+            Some((Which::Legacy(i), _)) => i,
+            _ => 0,
+        };
+        if let Err(e) = self.select(k, legacy_best) {
+            // Back to the heuristics' first; a failure there surfaces on the call.
+            let _ = self.select(k, 0);
+            self.choice = format!("cuDNN {first} (selecting the fastest failed: {e}{note})");
+            return;
+        }
+        let timed = notes.join(", ");
+        if let Some((Which::Graph(i), _)) = best {
+            let g = graphs.swap_remove(i);
+            let name = g.name.clone();
+            match self.adopt_graph(k, g) {
+                Ok(()) => {
+                    self.choice = format!("cuDNN {name} (timed: {timed}{note})");
+                    return;
+                }
+                Err(e) => notes.push(format!("{name} unusable ({e})")),
+            }
+        }
+        self.choice = format!(
+            "cuDNN {} (timed: {}{note})",
+            algo_name(self.algo().algo),
+            notes.join(", ")
+        );
     }
 
     /// `cudnnConvolutionBiasActivationForward`: `y = act(conv + z + bias)` in one call.
@@ -316,7 +388,25 @@ impl Plan {
         result
     }
 
+    /// The path the first eager run chose, in a few words (the benchmark's column).
+    pub(super) fn path(&self) -> String {
+        if self.gemm {
+            "cuBLASLt GEMM".into()
+        } else if let Some(g) = &self.graph {
+            format!("cuDNN {}", g.name)
+        } else if self.fused == Fused::Works {
+            format!(
+                "cuDNN legacy {} (fused bias + activation)",
+                algo_name(self.algo().algo)
+            )
+        } else {
+            format!("cuDNN legacy {}", algo_name(self.algo().algo))
+        }
+    }
+
+    /// Prints the choice (ONNX_RUNTIME_CUDA_CONV_LOG=1) and records its path.
     fn log(&self, k: &ConvKernel, x: &TensorView<'_>, w: &TensorView<'_>) {
+        super::record_path(x.dtype, x.shape, w.shape, self.path());
         if log_choices() {
             eprintln!(
                 "{}: {} {} X {:?} W {:?}: {}",
@@ -527,7 +617,8 @@ impl Plan {
         }
         let capturing = base.rt.is_capturing();
         let z_packed = call.z.is_none_or(|z| is_packed(z.shape, z.strides));
-        let fusable = k.act.cudnn_fusable()
+        let fusable = self.graph.is_none()
+            && k.act.cudnn_fusable()
             && call.bias.is_some_and(|b| b.1 == 1 || self.out[1] == 1)
             && z_packed
             && (k.act == Activation::Relu
@@ -590,7 +681,10 @@ impl Plan {
         Ok(())
     }
 
-    pub(super) fn release(&self, base: &Base) {
+    /// Gives back the scratch buffers and destroys the backend plan (while the cuDNN handle
+    /// it was made with is certainly alive: the kernel's own reference drops after this).
+    pub(super) fn release(&mut self, base: &Base) {
+        self.graph = None;
         self.sx.release(base);
         self.sw.release(base);
         self.sy.release(base);

@@ -68,6 +68,10 @@ impl CumProdKernel {
 }
 
 impl Kernel for CumProdKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let x = base.req(inputs, 0)?;

@@ -86,6 +86,11 @@ impl DropoutKernel {
 }
 
 impl Kernel for DropoutKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        // ratio only: training_mode is read with a device copy of its own.
+        vec![1]
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let x = self.base.req(inputs, 0)?;
         require_float(&self.base, x.dtype, "data")?;

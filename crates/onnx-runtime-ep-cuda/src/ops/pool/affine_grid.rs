@@ -91,6 +91,10 @@ impl AffineGridKernel {
 }
 
 impl Kernel for AffineGridKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let (_, _, shape) = self.plan(inputs, &self.host.peek(base, inputs)?)?;

@@ -14,7 +14,7 @@ mod resize_plan;
 mod space;
 mod unpool;
 
-use super::common::{read_f64s, Base};
+use super::common::{in_host_memory, read_f64s, Base};
 use super::Registry;
 use crate::compiler::ModuleSpec;
 use crate::runtime::{CuPtr, CudaRuntime};
@@ -266,6 +266,11 @@ pub struct FloatReads {
 }
 
 impl FloatReads {
+    /// The node-input positions read on the host (`Kernel::host_inputs`).
+    pub fn positions(&self) -> Vec<usize> {
+        self.positions.clone()
+    }
+
     /// `positions` are node-input positions; those not wired are dropped.
     pub fn new(base: &Base, positions: &[usize], what: &str) -> Self {
         FloatReads {
@@ -336,6 +341,11 @@ impl FloatReads {
         }
         let sig = (entries_in(inputs), entries_out(outputs));
         let mut state = self.lock();
+        if in_host_memory(base, &self.positions, inputs) {
+            let values = self.read(base, inputs)?;
+            *state = Some((sig, values.clone()));
+            return Ok(values);
+        }
         if base.rt.is_capturing() {
             return match state.as_ref() {
                 Some((s, v)) if *s == sig => Ok(v.clone()),
@@ -368,6 +378,9 @@ impl FloatReads {
     pub fn peek(&self, base: &Base, inputs: &[TensorView<'_>]) -> EpResult<FloatValues> {
         if self.positions.is_empty() {
             return Ok(vec![None; base.present.len()]);
+        }
+        if in_host_memory(base, &self.positions, inputs) {
+            return self.read(base, inputs);
         }
         let sig = entries_in(inputs);
         let warmed = self

@@ -300,6 +300,10 @@ impl ResizeKernel {
 }
 
 impl Kernel for ResizeKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.reads.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let values = self.reads.peek(&self.base, inputs)?;
         let (dtype, (out, _, _)) = self.output_shape(inputs, &values)?;

@@ -143,6 +143,10 @@ impl UnpoolKernel {
 }
 
 impl Kernel for UnpoolKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let (_, out) = self.plan(inputs, &self.host.peek(base, inputs)?)?;

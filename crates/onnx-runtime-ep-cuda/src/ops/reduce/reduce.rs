@@ -146,6 +146,10 @@ impl ReduceKernel {
 }
 
 impl Kernel for ReduceKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let x = base.req(inputs, 0)?;

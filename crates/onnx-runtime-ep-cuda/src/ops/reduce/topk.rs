@@ -182,6 +182,10 @@ impl TopK {
 }
 
 impl Kernel for TopK {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let x = base.req(inputs, 0)?;

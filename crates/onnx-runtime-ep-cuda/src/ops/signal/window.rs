@@ -55,6 +55,10 @@ impl WindowKernel {
 }
 
 impl Kernel for WindowKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         base.req(inputs, 0)?;

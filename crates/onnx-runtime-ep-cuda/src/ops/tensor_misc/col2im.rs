@@ -128,6 +128,10 @@ impl Col2ImKernel {
 }
 
 impl Kernel for Col2ImKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let x = base.req(inputs, 0)?;

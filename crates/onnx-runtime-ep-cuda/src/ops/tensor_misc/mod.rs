@@ -5,6 +5,7 @@
 mod col2im;
 mod select;
 mod tensor_scatter;
+pub(crate) mod unique;
 
 use super::common::*;
 use super::params::{PadParams, MAX_RANK};
@@ -406,6 +407,10 @@ impl CenterCropPadKernel {
 }
 
 impl Kernel for CenterCropPadKernel {
+    fn host_inputs(&self) -> Vec<usize> {
+        self.host.positions()
+    }
+
     fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
         let base = &self.base;
         let x = base.req(inputs, 0)?;
@@ -470,6 +475,7 @@ pub fn register(r: &mut Registry) {
     select::register(r);
     col2im::register(r);
     tensor_scatter::register(r);
+    unique::register(r);
 }
 
 /// The NVRTC modules this family compiles (all variants, for the compile test).
@@ -478,5 +484,6 @@ pub fn modules() -> Vec<ModuleSpec> {
         move_module(),
         typed_module(),
         tensor_scatter::tensor_scatter_module(),
+        unique::unique_module(),
     ]
 }

@@ -1,8 +1,11 @@
-//! Matrix products: MatMul, Gemm, the MatMulBias fusion and the SIMD SGEMM they run on.
+//! Matrix products: MatMul, Gemm, the MatMulBias fusion and the SIMD SGEMM they run on, and
+//! the exact 8-bit integer GEMM of the quantized ops.
 
 use crate::CpuRegistry;
 
 pub(crate) mod gemm_op;
+pub(crate) mod igemm;
+pub(crate) mod igemm_kernel;
 pub(crate) mod matmul;
 pub(crate) mod matmul_bias;
 pub(crate) mod sgemm;

@@ -1,15 +1,20 @@
 //! MatMulInteger (opset 10): (A - a_zero_point) @ (B - b_zero_point) in int32, numpy matmul
 //! semantics, uint8/int8 operands in any mix. Zero points are a scalar, one per row of A /
 //! column of B (1-D), or N-D per batch and row ([.., M, 1]) / column ([.., 1, N]).
-//! The product runs on the f64 GEMM, exact for 8-bit operands (|sums| < 2^53).
+//! With a 2-D B (packed once at build when it is constant) and zero points that are scalars,
+//! per row or per column, the product runs on the exact 8-bit GEMM
+//! ([`crate::ops::nn::gemm::igemm`]); other forms (batched B, N-D zero points) on the f64 GEMM,
+//! exact for 8-bit operands (|sums| < 2^53).
 
 use crate::kernel::{kernel_fn, optional_tensor_input, tensor_input, BuildContext, CpuKernel};
 use crate::ops::nn::common::{invalid, unsupported};
+use crate::ops::nn::gemm::igemm::{igemm, PackedB8, RowsA, Zero};
 use crate::ops::nn::gemm::matmul::{matmul_float, plan};
 use crate::shape::{broadcast_strides, for_each_offset};
 use crate::{CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::DataType;
+use std::sync::Arc;
 
 const OP: &str = "MatMulInteger";
 
@@ -132,13 +137,100 @@ pub fn matmul_integer(
     ))
 }
 
-fn build_matmul_integer(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+/// The zero point's values as i32 when it is a scalar or `len` values (1-D) of `x`'s type.
+fn zp_values(zp: Option<&Tensor>, x: &Tensor, len: usize) -> Option<Vec<i32>> {
+    let Some(z) = zp else {
+        return Some(vec![0]);
+    };
+    if z.dtype() != x.dtype() || !(z.numel() == 1 || z.rank() == 1 && z.numel() == len) {
+        return None;
+    }
+    Some(match z.dtype() {
+        DataType::Uint8 => z.data::<u8>().iter().map(|&v| v as i32).collect(),
+        _ => z.data::<i8>().iter().map(|&v| v as i32).collect(),
+    })
+}
+
+fn is_8bit(t: &Tensor) -> bool {
+    matches!(t.dtype(), DataType::Uint8 | DataType::Int8)
+}
+
+/// `b` [K, N] packed for the integer GEMM.
+fn pack_b(b: &Tensor) -> PackedB8 {
+    let (k, n) = (b.shape()[0], b.shape()[1]);
+    PackedB8::new(b.bytes(), b.dtype() == DataType::Int8, k, n, n)
+}
+
+/// The product on the integer GEMM when B is 2-D and the zero points are scalars, per row
+/// of A or per column of B; `None` for the other forms.
+fn matmul_integer_fast(
+    node: &str,
+    a: &Tensor,
+    b: &Tensor,
+    packed: Option<&PackedB8>,
+    a_zp: Option<&Tensor>,
+    b_zp: Option<&Tensor>,
+) -> Result<Option<Tensor>, EpError> {
+    if b.rank() != 2 || a.rank() == 0 || !is_8bit(a) || !is_8bit(b) {
+        return Ok(None);
+    }
+    let p = plan(node, a.shape(), b.shape(), false, false)?;
+    let (m, k, n) = (p.m, p.k, p.n);
+    let za = match zp_values(a_zp, a, m) {
+        // Per-row values only where A has rows (rank >= 2).
+        Some(z) if z.len() == 1 || a.rank() >= 2 => z,
+        _ => return Ok(None),
+    };
+    let Some(zb) = zp_values(b_zp, b, n) else {
+        return Ok(None);
+    };
+    let rows = a.numel() / k.max(1);
+    let ra = RowsA::new(a.bytes(), a.dtype() == DataType::Int8, rows, k, k);
+    let own;
+    let pb = match packed {
+        Some(pb) => pb,
+        None => {
+            own = pack_b(b);
+            &own
+        }
+    };
+    // Per-row zero points repeat over A's batch.
+    let za_rows: Vec<i32>;
+    let za = if za.len() == 1 {
+        Zero::All(za[0])
+    } else {
+        za_rows = (0..rows).map(|i| za[i % m]).collect();
+        Zero::Each(&za_rows)
+    };
+    let zb = if zb.len() == 1 {
+        Zero::All(zb[0])
+    } else {
+        Zero::Each(&zb)
+    };
+    let mut out = vec![0i32; rows * n];
+    igemm(&ra, za, pb, zb, &mut out, n);
+    Ok(Some(Tensor::from_vec(p.out_shape, out)))
+}
+
+pub(crate) fn build_matmul_integer(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let node = ctx.node.describe();
+    // A constant 2-D B is packed once here.
+    let packed: Option<Arc<PackedB8>> = ctx
+        .constant(1)
+        .and_then(Value::as_tensor)
+        .filter(|b| b.rank() == 2 && is_8bit(b))
+        .map(|b| Arc::new(pack_b(b)));
     Ok(kernel_fn(move |inputs| {
         let a = tensor_input(&node, inputs, 0)?;
         let b = tensor_input(&node, inputs, 1)?;
         let a_zp = optional_tensor_input(&node, inputs, 2)?;
         let b_zp = optional_tensor_input(&node, inputs, 3)?;
+        let pb = packed
+            .as_deref()
+            .filter(|pb| [pb.k, pb.n] == b.shape()[..] && b.rank() == 2);
+        if let Some(t) = matmul_integer_fast(&node, a, b, pb, a_zp, b_zp)? {
+            return Ok(vec![Value::Tensor(t)]);
+        }
         Ok(vec![Value::Tensor(matmul_integer(
             &node, a, b, a_zp, b_zp,
         )?)])

@@ -2,9 +2,12 @@
 
 use crate::CpuRegistry;
 
+pub(crate) mod conv_integer;
 pub(crate) mod matmul_integer;
 pub(crate) mod qlinear;
 pub(crate) mod qtypes;
+#[cfg(test)]
+mod quant_tests;
 pub(crate) mod quantize;
 
 pub fn register(r: &mut CpuRegistry) {

@@ -1,4 +1,4 @@
-//! Integer-domain products: QLinearMatMul, QLinearConv and ConvInteger. Zero points are
+//! Integer-domain products: QLinearMatMul, QLinearConv and the generic ConvInteger. Zero points are
 //! subtracted up front and the products run on the f64 GEMM, which is exact for 8-bit
 //! operands (|sums| < 2^53); results are requantized with round-half-to-even.
 
@@ -104,12 +104,13 @@ fn build_qlinear_matmul(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, Ep
     }))
 }
 
-struct ConvQ {
-    node: String,
-    wa: WindowAttrs,
-    group: usize,
+/// The generic (f64) QLinearConv / ConvInteger kernel, any rank.
+pub(crate) struct ConvQ {
+    pub(crate) node: String,
+    pub(crate) wa: WindowAttrs,
+    pub(crate) group: usize,
     /// QLinearConv (requantized output) or ConvInteger (int32 output).
-    qlinear: bool,
+    pub(crate) qlinear: bool,
 }
 
 impl CpuKernel for ConvQ {
@@ -227,14 +228,15 @@ fn build_qlinear_conv(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpEr
     build_conv(ctx, true)
 }
 
-fn build_conv_integer(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
-    build_conv(ctx, false)
-}
-
 pub fn register(r: &mut CpuRegistry) {
     for since in [10, 21] {
         r.register("", "QLinearMatMul", since, build_qlinear_matmul);
     }
     r.register("", "QLinearConv", 10, build_qlinear_conv);
-    r.register("", "ConvInteger", 10, build_conv_integer);
+    r.register(
+        "",
+        "ConvInteger",
+        10,
+        crate::ops::nn::quant::conv_integer::build_conv_integer,
+    );
 }

@@ -287,13 +287,108 @@ fn build_dequantize(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpErro
 
 /// DynamicQuantizeLinear's uint8 scale and zero point for `x` (f32 math, like onnxruntime):
 /// the range is widened to include 0; scale = (max - min) / 255, or 1 when the range is empty
-/// (all zeros); zero point = round_half_even(clamp(-min / scale, 0, 255)).
+/// (all zeros); zero point = round_half_even(clamp(-min / scale, 0, 255)). NaNs are skipped.
 pub fn dynamic_u8_params(x: &[f32]) -> (f32, f32) {
-    let lo = x.iter().copied().fold(0.0f32, f32::min);
-    let hi = x.iter().copied().fold(0.0f32, f32::max);
+    let (lo, hi) = min_max_with_zero(x);
     let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
     let zp = (0.0 - lo / scale).clamp(0.0, 255.0).round_ties_even();
     (scale, zp)
+}
+
+/// (min(0, x..), max(0, x..)) skipping NaNs (as a fold with `f32::min` / `f32::max`).
+fn min_max_with_zero(x: &[f32]) -> (f32, f32) {
+    let (mut lo, mut hi, mut i) = (0.0f32, 0.0f32, 0);
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::math::vecmath::has_avx2() {
+        // SAFETY: the CPU has AVX2.
+        (lo, hi, i) = unsafe { simd::min_max(x) };
+    }
+    for &v in &x[i..] {
+        lo = if v < lo { v } else { lo };
+        hi = if v > hi { v } else { hi };
+    }
+    (lo, hi)
+}
+
+/// `q[i] = saturate_u8(round_half_even(x[i] / scale) + zp)` (NaN gives 0).
+pub fn quantize_u8(x: &[f32], scale: f32, zp: f32, q: &mut [u8]) {
+    assert_eq!(x.len(), q.len(), "quantize_u8: lengths differ");
+    let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::math::vecmath::has_avx2() {
+        // SAFETY: the CPU has AVX2; the lengths match.
+        i = unsafe { simd::quantize(x, scale, zp, q) };
+    }
+    for (o, &v) in q[i..].iter_mut().zip(&x[i..]) {
+        *o = ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+
+    /// Min and max (with 0) of the leading multiple of 8 elements, and that count.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn min_max(x: &[f32]) -> (f32, f32, usize) {
+        let n = x.len() / 8 * 8;
+        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let p = x.as_ptr();
+        let mut i = 0;
+        // SAFETY: reads below n <= x.len(). min/max return the second operand (the running
+        // value) when x is NaN, so NaNs are skipped.
+        unsafe {
+            while i < n {
+                let v = _mm256_loadu_ps(p.add(i));
+                lo = _mm256_min_ps(v, lo);
+                hi = _mm256_max_ps(v, hi);
+                i += 8;
+            }
+        }
+        let (mut l, mut h) = ([0.0f32; 8], [0.0f32; 8]);
+        // SAFETY: 8 floats each.
+        unsafe {
+            _mm256_storeu_ps(l.as_mut_ptr(), lo);
+            _mm256_storeu_ps(h.as_mut_ptr(), hi);
+        }
+        let lo = l.iter().fold(0.0f32, |a, &b| if b < a { b } else { a });
+        let hi = h.iter().fold(0.0f32, |a, &b| if b > a { b } else { a });
+        (lo, hi, n)
+    }
+
+    /// [`super::quantize_u8`] over the leading multiple of 32 elements; returns that count.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn quantize(x: &[f32], scale: f32, zp: f32, q: &mut [u8]) -> usize {
+        let n = x.len().min(q.len()) / 32 * 32;
+        let (s, z) = (_mm256_set1_ps(scale), _mm256_set1_ps(zp));
+        let (zero, top) = (_mm256_setzero_ps(), _mm256_set1_ps(255.0));
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let (p, o) = (x.as_ptr(), q.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: reads and writes below n.
+        unsafe {
+            while i < n {
+                let mut v = [_mm256_setzero_si256(); 4];
+                for (t, e) in v.iter_mut().enumerate() {
+                    let d = _mm256_div_ps(_mm256_loadu_ps(p.add(i + 8 * t)), s);
+                    let r = _mm256_add_ps(
+                        _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(d),
+                        z,
+                    );
+                    // max(r, 0) gives 0 for NaN (the second operand), as the scalar clamp
+                    // then cast does.
+                    let r = _mm256_min_ps(_mm256_max_ps(r, zero), top);
+                    *e = _mm256_cvtps_epi32(r);
+                }
+                let a = _mm256_packus_epi32(v[0], v[1]);
+                let b = _mm256_packus_epi32(v[2], v[3]);
+                let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b), order);
+                _mm256_storeu_si256(o.add(i) as *mut __m256i, bytes);
+                i += 32;
+            }
+        }
+        n
+    }
 }
 
 fn build_dynamic_quantize(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
@@ -310,10 +405,8 @@ fn build_dynamic_quantize(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, 
         }
         let xv = x.data::<f32>();
         let (scale, zp) = dynamic_u8_params(xv);
-        let q: Vec<u8> = xv
-            .iter()
-            .map(|&v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8)
-            .collect();
+        let mut q = vec![0u8; xv.len()];
+        quantize_u8(xv, scale, zp, &mut q);
         Ok(vec![
             Value::Tensor(Tensor::from_vec(x.shape().to_vec(), q)),
             Value::Tensor(Tensor::scalar(scale)),
@@ -376,5 +469,31 @@ mod tests {
             let c = (i / 4) % 3;
             assert_eq!(v, (got[i] as f32 - zps[c] as f32) * scales[c]);
         }
+    }
+
+    #[test]
+    fn dynamic_quantize_matches_the_scalar_formula() {
+        let mut x = rand(1000, 17, -3.0, 5.0);
+        x[3] = f64::NAN;
+        x[700] = -0.0;
+        let xf = f32s(&x);
+        for len in [0, 1, 15, 16, 17, 999, 1000] {
+            let xs = &xf[..len];
+            let lo = xs.iter().copied().fold(0.0f32, f32::min);
+            let hi = xs.iter().copied().fold(0.0f32, f32::max);
+            let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
+            let zp = (0.0 - lo / scale).clamp(0.0, 255.0).round_ties_even();
+            assert_eq!(dynamic_u8_params(xs), (scale, zp), "len {len}");
+            let mut q = vec![7u8; len];
+            quantize_u8(xs, scale, zp, &mut q);
+            for (i, (&g, &v)) in q.iter().zip(xs).enumerate() {
+                let want = ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8;
+                assert_eq!(g, want, "len {len} element {i} ({v})");
+            }
+        }
+        // Saturation on both ends.
+        let mut q = [0u8; 3];
+        quantize_u8(&[-1e9, 1e9, f32::NAN], 0.5, 3.0, &mut q);
+        assert_eq!(q, [0, 255, 0]);
     }
 }

@@ -6,13 +6,15 @@
 //! Numerics follow onnxruntime's CPU kernel: the activations entering each product are
 //! quantized dynamically to uint8 (DynamicQuantizeLinear's scale and zero point, over all of
 //! X once, and over the hidden state of every batch row at each step), the product is exact
-//! in integers, and the result is `acc * (x_scale * w_scale[column])` in f32. Weights are
-//! widened once, at build time when they are initializers.
+//! in integers (the 8-bit GEMM of [`crate::ops::nn::gemm::igemm`]), and the result is
+//! `acc * (x_scale * w_scale[column])` in f32. Weights are packed once, at build time when
+//! they are initializers; the two directions of a bidirectional LSTM run in parallel.
 
 use crate::kernel::{optional_tensor_input, tensor_input, BuildContext, CpuKernel};
-use crate::ops::nn::common::{self, invalid, unsupported};
+use crate::ops::nn::common::{invalid, unsupported};
+use crate::ops::nn::gemm::igemm::{igemm, PackedB8, RowsA, Zero};
 use crate::ops::nn::quant::matmul_integer::widen;
-use crate::ops::nn::quant::quantize::dynamic_u8_params;
+use crate::ops::nn::quant::quantize::{dynamic_u8_params, quantize_u8};
 use crate::ops::nn::rnn::recurrent::{
     check_x_rank, expect_input, hidden_and_directions, parse_acts, sequence_lens, Act, Kind,
 };
@@ -23,11 +25,13 @@ use std::sync::Arc;
 
 const OP: &str = "DynamicQuantizeLSTM";
 
-/// One direction's quantized weight matrix [rows, cols], widened to `q - zero_point`.
+/// One direction's quantized weight matrix [rows, cols], packed for the integer GEMM.
 struct QMatrix {
     rows: usize,
     cols: usize,
-    centered: Vec<f64>,
+    packed: PackedB8,
+    /// One zero point per column (source domain).
+    zp: Vec<i32>,
     /// One scale per column.
     scale: Vec<f32>,
 }
@@ -36,27 +40,17 @@ impl QMatrix {
     /// `x` [m, rows] quantized to uint8 as a whole, times this matrix: [m, cols] in f32.
     fn product(&self, x: &[f32], m: usize) -> Vec<f32> {
         let (x_scale, x_zp) = dynamic_u8_params(x);
-        let xq: Vec<f64> = x
-            .iter()
-            .map(|&v| {
-                ((v / x_scale).round_ties_even() + x_zp).clamp(0.0, 255.0) as f64 - x_zp as f64
-            })
-            .collect();
-        let mut acc = vec![0.0f64; m * self.cols];
-        common::gemm(
-            m,
-            self.cols,
-            self.rows,
-            &xq,
-            self.rows,
-            1,
-            &self.centered,
-            self.cols,
-            1,
+        let mut xq = vec![0u8; x.len()];
+        quantize_u8(x, x_scale, x_zp, &mut xq);
+        let ra = RowsA::new(&xq, false, m, self.rows, self.rows);
+        let mut acc = vec![0i32; m * self.cols];
+        igemm(
+            &ra,
+            Zero::All(x_zp as i32),
+            &self.packed,
+            Zero::Each(&self.zp),
             &mut acc,
             self.cols,
-            1.0,
-            0.0,
         );
         let mult: Vec<f32> = self.scale.iter().map(|&s| x_scale * s).collect();
         acc.chunks(self.cols)
@@ -84,7 +78,15 @@ fn prepare(
             ),
         ));
     }
-    let qv = widen(node, OP, q, what)?;
+    if !matches!(q.dtype(), DataType::Uint8 | DataType::Int8) {
+        return Err(unsupported(
+            node,
+            OP,
+            q.dtype(),
+            &format!("uint8 or int8 {what}"),
+        ));
+    }
+    let signed = q.dtype() == DataType::Int8;
     if scale.dtype() != DataType::Float32 {
         return Err(unsupported(
             node,
@@ -107,7 +109,7 @@ fn prepare(
             ))
         }
     };
-    let zv = match zp {
+    let zv: Vec<i32> = match zp {
         Some(z) => {
             if z.dtype() != q.dtype() || z.numel() != sv.len() {
                 return Err(invalid(
@@ -122,25 +124,28 @@ fn prepare(
                 ));
             }
             widen(node, OP, z, what)?
+                .into_iter()
+                .map(|v| v as i32)
+                .collect()
         }
-        None => vec![0.0; sv.len()],
+        None => vec![0; sv.len()],
     };
+    let bytes = q.bytes();
     Ok((0..nd)
         .map(|d| {
-            let param = |v: &[f64], j: usize| if per_column { v[d * cols + j] } else { v[d] };
-            let scale: Vec<f32> = (0..cols)
-                .map(|j| if per_column { sv[d * cols + j] } else { sv[d] })
-                .collect();
-            let zps: Vec<f64> = (0..cols).map(|j| param(&zv, j)).collect();
-            let centered = qv[d * rows * cols..(d + 1) * rows * cols]
-                .chunks(cols)
-                .flat_map(|row| row.iter().zip(&zps).map(|(&v, &z)| v - z))
-                .collect();
+            let at = |j: usize| if per_column { d * cols + j } else { d };
             QMatrix {
                 rows,
                 cols,
-                centered,
-                scale,
+                packed: PackedB8::new(
+                    &bytes[d * rows * cols..(d + 1) * rows * cols],
+                    signed,
+                    rows,
+                    cols,
+                    cols,
+                ),
+                zp: (0..cols).map(|j| zv[at(j)]).collect(),
+                scale: (0..cols).map(|j| sv[at(j)]).collect(),
             }
         })
         .collect())
@@ -197,14 +202,8 @@ fn weights_from<'a>(
 }
 
 impl QLstmKernel {
-    fn clip(&self, x: f32) -> f32 {
-        match self.clip {
-            Some(cl) => x.clamp(-cl, cl),
-            None => x,
-        }
-    }
-
-    /// Runs every direction; returns (Y [seq, dirs, batch, H], Y_h, Y_c [dirs, batch, H]).
+    /// Runs every direction (the two of a bidirectional LSTM in parallel); returns
+    /// (Y [seq, dirs, batch, H], Y_h, Y_c [dirs, batch, H]).
     #[allow(clippy::too_many_arguments)]
     fn compute(
         &self,
@@ -218,83 +217,164 @@ impl QLstmKernel {
         p: Option<&[f32]>,
     ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let h = self.hidden;
-        let g = 4 * h;
         let nd = self.dirs.len();
+        let run = |d: usize| self.direction(d, wt, x, (seq, batch), b, lens, h0, c0, p);
+        let per_dir: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = if nd == 2 {
+            let (f, r) = rayon::join(|| run(0), || run(1));
+            vec![f, r]
+        } else {
+            (0..nd).map(run).collect()
+        };
         let mut y = vec![0.0f32; seq * nd * batch * h];
-        let mut yh = vec![0.0f32; nd * batch * h];
-        let mut yc = vec![0.0f32; nd * batch * h];
-        for (d, &reverse) in self.dirs.iter().enumerate() {
-            let acts = &self.acts[d * 3..d * 3 + 3];
-            let xw = wt.w[d].product(x, seq * batch);
-            // Wb + Rb, added once per gate.
-            let bias: Vec<f32> = match b {
-                Some(b) => (0..g)
-                    .map(|j| b[d * 2 * g + j] + b[d * 2 * g + g + j])
-                    .collect(),
-                None => vec![0.0; g],
-            };
-            let slice = |v: Option<&[f32]>| match v {
-                Some(v) => v[d * batch * h..(d + 1) * batch * h].to_vec(),
-                None => vec![0.0; batch * h],
-            };
-            let (mut hs, mut cs) = (slice(h0), slice(c0));
-            let pd = p.map(|p| &p[d * 3 * h..(d + 1) * 3 * h]);
-            let max_len = lens.iter().copied().max().unwrap_or(0);
-            for step in 0..max_len {
-                // The product reads the previous step's output rows, as onnxruntime does: a
-                // row whose sequence ended before that step enters it (and the quantization
-                // range) as zeros.
-                let hr = if lens.iter().all(|&l| step <= l) {
-                    wt.r[d].product(&hs, batch)
-                } else {
-                    let mut live = hs.clone();
-                    for (bi, &l) in lens.iter().enumerate() {
-                        if step > l {
-                            live[bi * h..(bi + 1) * h].fill(0.0);
-                        }
-                    }
-                    wt.r[d].product(&live, batch)
-                };
-                // Compiled for AVX2+FMA where the CPU has them, so the gates' FMAs are
-                // single instructions (the results are the same either way).
-                crate::ops::math::vecmath::with_avx2(|| {
-                    for bi in 0..batch {
-                        if step >= lens[bi] {
-                            continue;
-                        }
-                        let t = if reverse { lens[bi] - 1 - step } else { step };
-                        let xr = &xw[(t * batch + bi) * g..(t * batch + bi + 1) * g];
-                        let hrr = &hr[bi * g..(bi + 1) * g];
-                        let pre = |j: usize| xr[j] + hrr[j] + bias[j];
-                        let hb = &mut hs[bi * h..(bi + 1) * h];
-                        let cb = &mut cs[bi * h..(bi + 1) * h];
-                        for j in 0..h {
-                            let (pi, po, pf) = match pd {
-                                Some(p) => (p[j], p[h + j], p[2 * h + j]),
-                                None => (0.0, 0.0, 0.0),
-                            };
-                            let cp = cb[j];
-                            let i = acts[0].apply_f32(self.clip(pre(j) + pi * cp));
-                            let f = if self.input_forget {
-                                1.0 - i
-                            } else {
-                                acts[0].apply_f32(self.clip(pre(2 * h + j) + pf * cp))
-                            };
-                            let cc = acts[1].apply_f32(self.clip(pre(3 * h + j)));
-                            let cn = f * cp + i * cc;
-                            let o = acts[0].apply_f32(self.clip(pre(h + j) + po * cn));
-                            cb[j] = cn;
-                            hb[j] = o * acts[2].apply_f32(cn);
-                        }
-                        let yo = ((t * nd + d) * batch + bi) * h;
-                        y[yo..yo + h].copy_from_slice(hb);
-                    }
-                });
+        let mut yh = Vec::with_capacity(nd * batch * h);
+        let mut yc = Vec::with_capacity(nd * batch * h);
+        for (d, (yd, hs, cs)) in per_dir.into_iter().enumerate() {
+            for t in 0..seq {
+                let yo = (t * nd + d) * batch * h;
+                y[yo..yo + batch * h].copy_from_slice(&yd[t * batch * h..(t + 1) * batch * h]);
             }
-            yh[d * batch * h..(d + 1) * batch * h].copy_from_slice(&hs);
-            yc[d * batch * h..(d + 1) * batch * h].copy_from_slice(&cs);
+            yh.extend_from_slice(&hs);
+            yc.extend_from_slice(&cs);
         }
         (y, yh, yc)
+    }
+
+    /// Direction `d`: (its Y [seq, batch, H], Y_h, Y_c [batch, H]).
+    #[allow(clippy::too_many_arguments)]
+    fn direction(
+        &self,
+        d: usize,
+        wt: &Weights,
+        x: &[f32],
+        (seq, batch): (usize, usize),
+        b: Option<&[f32]>,
+        lens: &[usize],
+        h0: Option<&[f32]>,
+        c0: Option<&[f32]>,
+        p: Option<&[f32]>,
+    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let h = self.hidden;
+        let g = 4 * h;
+        let reverse = self.dirs[d];
+        let mut y = vec![0.0f32; seq * batch * h];
+        let acts = &self.acts[d * 3..d * 3 + 3];
+        let xw = wt.w[d].product(x, seq * batch);
+        // Wb + Rb, added once per gate.
+        let bias: Vec<f32> = match b {
+            Some(b) => (0..g)
+                .map(|j| b[d * 2 * g + j] + b[d * 2 * g + g + j])
+                .collect(),
+            None => vec![0.0; g],
+        };
+        let slice = |v: Option<&[f32]>| match v {
+            Some(v) => v[d * batch * h..(d + 1) * batch * h].to_vec(),
+            None => vec![0.0; batch * h],
+        };
+        let (mut hs, mut cs) = (slice(h0), slice(c0));
+        let pd = p.map(|p| &p[d * 3 * h..(d + 1) * 3 * h]);
+        let max_len = lens.iter().copied().max().unwrap_or(0);
+        let (mut gates, mut th) = (vec![0.0f32; g], vec![0.0f32; h]);
+        for step in 0..max_len {
+            // The product reads the previous step's output rows, as onnxruntime does: a
+            // row whose sequence ended before that step enters it (and the quantization
+            // range) as zeros.
+            let hr = if lens.iter().all(|&l| step <= l) {
+                wt.r[d].product(&hs, batch)
+            } else {
+                let mut live = hs.clone();
+                for (bi, &l) in lens.iter().enumerate() {
+                    if step > l {
+                        live[bi * h..(bi + 1) * h].fill(0.0);
+                    }
+                }
+                wt.r[d].product(&live, batch)
+            };
+            for bi in 0..batch {
+                if step >= lens[bi] {
+                    continue;
+                }
+                let t = if reverse { lens[bi] - 1 - step } else { step };
+                let xr = &xw[(t * batch + bi) * g..(t * batch + bi + 1) * g];
+                let hrr = &hr[bi * g..(bi + 1) * g];
+                let hb = &mut hs[bi * h..(bi + 1) * h];
+                let cb = &mut cs[bi * h..(bi + 1) * h];
+                self.gates(acts, xr, hrr, &bias, pd, (&mut gates, &mut th), hb, cb);
+                let yo = (t * batch + bi) * h;
+                y[yo..yo + h].copy_from_slice(hb);
+            }
+        }
+        (y, hs, cs)
+    }
+
+    /// One batch row's cell update from its gate inputs `xr` (X W) and `hrr` (H R): the
+    /// same f32 operations, in the same order, as onnxruntime's per-element loop, run as
+    /// vectorizable passes over the gates (`gates`, `th`: scratch of 4H and H floats).
+    #[allow(clippy::too_many_arguments)]
+    fn gates(
+        &self,
+        acts: &[Act],
+        xr: &[f32],
+        hrr: &[f32],
+        bias: &[f32],
+        peep: Option<&[f32]>,
+        (gates, th): (&mut [f32], &mut [f32]),
+        hb: &mut [f32],
+        cb: &mut [f32],
+    ) {
+        let h = self.hidden;
+        crate::ops::math::vecmath::with_avx2(|| {
+            for (((o, &x), &r), &b) in gates.iter_mut().zip(xr).zip(hrr).zip(bias) {
+                *o = x + r + b;
+            }
+            let (gi, rest) = gates.split_at_mut(h);
+            let (go, rest) = rest.split_at_mut(h);
+            let (gf, gc) = rest.split_at_mut(h);
+            let zeros;
+            let p = match peep {
+                Some(p) => p,
+                None => {
+                    zeros = vec![0.0f32; 3 * h];
+                    &zeros
+                }
+            };
+            let (pi, po, pf) = (&p[..h], &p[h..2 * h], &p[2 * h..3 * h]);
+            let clip = |v: &mut [f32]| {
+                if let Some(cl) = self.clip {
+                    v.iter_mut().for_each(|x| *x = x.clamp(-cl, cl));
+                }
+            };
+            for ((i, &p), &c) in gi.iter_mut().zip(pi).zip(cb.iter()) {
+                *i += p * c;
+            }
+            clip(gi);
+            acts[0].apply_slice(gi);
+            if self.input_forget {
+                for (f, &i) in gf.iter_mut().zip(gi.iter()) {
+                    *f = 1.0 - i;
+                }
+            } else {
+                for ((f, &p), &c) in gf.iter_mut().zip(pf).zip(cb.iter()) {
+                    *f += p * c;
+                }
+                clip(gf);
+                acts[0].apply_slice(gf);
+            }
+            clip(gc);
+            acts[1].apply_slice(gc);
+            for (((c, &f), &i), &cc) in cb.iter_mut().zip(gf.iter()).zip(gi.iter()).zip(gc.iter()) {
+                *c = f * *c + i * cc;
+            }
+            for ((o, &p), &c) in go.iter_mut().zip(po).zip(cb.iter()) {
+                *o += p * c;
+            }
+            clip(go);
+            acts[0].apply_slice(go);
+            th.copy_from_slice(cb);
+            acts[2].apply_slice(th);
+            for ((o, &gv), &t) in hb.iter_mut().zip(go.iter()).zip(th.iter()) {
+                *o = gv * t;
+            }
+        })
     }
 }
 
@@ -382,3 +462,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
 pub fn register(r: &mut CpuRegistry) {
     r.register("com.microsoft", OP, 1, build);
 }
+
+#[cfg(test)]
+#[path = "qlstm_tests.rs"]
+mod tests;

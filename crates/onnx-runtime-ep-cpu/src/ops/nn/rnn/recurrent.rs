@@ -92,19 +92,8 @@ impl Act {
 }
 
 impl Act {
-    /// `apply` for f32, with onnxruntime's Sigmoid and Tanh (as its LSTM gates compute them).
-    #[inline(always)]
-    pub(crate) fn apply_f32(self, x: f32) -> f32 {
-        use crate::ops::math::vecmath;
-        match self {
-            Act::Sigmoid => vecmath::sigmoid(x),
-            Act::Tanh => vecmath::tanh(x),
-            _ => self.apply(x),
-        }
-    }
-
     /// Applies the activation to every element of `v` (vectorized sigmoid and tanh for f32).
-    fn apply_slice<T: Real>(self, v: &mut [T]) {
+    pub(crate) fn apply_slice<T: Real>(self, v: &mut [T]) {
         use crate::ops::math::vecmath;
         if let Some(f) = vecmath::as_f32_mut(v) {
             match self {
