@@ -10,7 +10,8 @@ Prints one Markdown table (p50 ms) and, per row, our capture report and whether 
 outputs equal the eager run's byte for byte, and our fp32/fp16 outputs against PyTorch's.
 
     python3 scripts/gpu-session-bench.py --cli .gpu/onnx-runtime [--only resnet50 bert]
-        [--iterations 50] [--compile] [--work DIR]
+        [--iterations 50] [--compile] [--work DIR] [--configs bert:fp16:1 ...]
+        [--profile ROWS]   (also print our per-node profile, node by node, device-synced)
 """
 
 from __future__ import annotations
@@ -101,6 +102,15 @@ def ours(cli: Path, path: Path, feeds, work: Path, graph: str, iterations: int):
     return float(m.group(1)), "\n".join(notes)
 
 
+def ours_profile(cli: Path, path: Path, feeds, work: Path, rows: int) -> str:
+    cmd = [str(cli), "bench", str(path), "--ep", "cuda", "--cuda-graph", "off",
+           "--iterations", "10", "--warmup", "3", "--profile", str(rows)]
+    for k in feeds:
+        cmd += ["--input", f"{k}={work / (k + '.npy')}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return (r.stdout + r.stderr)[-6000:]
+
+
 def ours_output(cli: Path, path: Path, feeds, work: Path):
     outd = work / "out"
     outd.mkdir(parents=True, exist_ok=True)
@@ -170,6 +180,9 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=["resnet50", "bert"])
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--configs", nargs="*", default=None,
+                    help="model:precision:batch entries (default: every config)")
+    ap.add_argument("--profile", type=int, default=0, metavar="ROWS")
     a = ap.parse_args()
     a.cli = a.cli.resolve()
     a.work.mkdir(parents=True, exist_ok=True)
@@ -178,6 +191,8 @@ def main() -> int:
     rows = []
     for name, prec, batch in CONFIGS:
         if name not in a.only:
+            continue
+        if a.configs is not None and f"{name}:{prec}:{batch}" not in a.configs:
             continue
         half = prec == "fp16"
         model, names, outs = build(name)
@@ -205,6 +220,8 @@ def main() -> int:
                      f"{tt['eager'] / auto:.2f}" if auto else "-", err))
         print(f"-- {name} {prec} b{batch}: ours auto {fmt(auto)} off {fmt(off)}; torch {tt}")
         print(notes if auto else notes, flush=True)
+        if a.profile:
+            print(ours_profile(a.cli, path, feeds, work, a.profile), flush=True)
         if off is None:
             print(notes_off)
         model.cpu()

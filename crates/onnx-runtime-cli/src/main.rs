@@ -44,7 +44,7 @@ struct Exec {
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Where nodes run: cpu, or cuda (every node the CUDA provider has a kernel for runs on
-    /// GPU 0, the rest on the CPU; inputs and outputs stay on the host).
+    /// the GPU --device names, the rest on the CPU; inputs and outputs stay on the host).
     #[arg(long, value_enum, default_value = "cpu")]
     ep: Ep,
     /// Let idle worker threads sleep during a run instead of polling for work (less CPU
@@ -56,7 +56,18 @@ struct Exec {
     /// node.
     #[arg(long, value_enum, default_value = "auto")]
     cuda_graph: GraphArg,
+    /// With --ep cuda: the GPU to run on (its CUDA ordinal).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    device: usize,
+    /// With --ep cuda: let float32 MatMul/Gemm/Conv use TF32 tensor cores (faster, about 10
+    /// mantissa bits in the products; off: true float32).
+    #[arg(long)]
+    tf32: bool,
 }
+
+/// The CUDA provider's options from the command line (set once in main).
+static CUDA_OPTIONS: std::sync::OnceLock<onnx_runtime_ep_cuda::CudaOptions> =
+    std::sync::OnceLock::new();
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum GraphArg {
@@ -179,9 +190,11 @@ fn session_options(base: &SessionOptions, ep: Ep) -> Result<SessionOptions, Stri
     })
 }
 
-/// A CUDA provider on GPU 0, or an error that says why there is none.
+/// A CUDA provider on the GPU `--device` names (0 by default), or an error that says why
+/// there is none.
 pub fn cuda_provider() -> Result<Arc<dyn ExecutionProvider>, String> {
-    onnx_runtime_ep_cuda::CudaExecutionProvider::new_default()
+    let options = CUDA_OPTIONS.get().copied().unwrap_or_default();
+    onnx_runtime_ep_cuda::CudaExecutionProvider::with_options(options)
         .map(|p| Arc::new(p) as Arc<dyn ExecutionProvider>)
         .map_err(|e| {
             format!("the CUDA execution provider is not available here: {e}; use --ep cpu")
@@ -253,6 +266,12 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
     let exec = cli.command.exec();
     let ep = exec.map_or(Ep::Cpu, |e| e.ep);
     // Optimization and spinning from the command line; `session_options` adds the device.
+    if let Some(e) = exec {
+        let _ = CUDA_OPTIONS.set(onnx_runtime_ep_cuda::CudaOptions {
+            device: e.device,
+            tf32: e.tf32,
+        });
+    }
     let base = SessionOptions {
         optimization: cli.optimize,
         spin: !exec.is_some_and(|e| e.no_spin),

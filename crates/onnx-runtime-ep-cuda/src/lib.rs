@@ -18,5 +18,5 @@ pub mod ops;
 mod provider;
 pub mod runtime;
 
-pub use provider::CudaExecutionProvider;
+pub use provider::{CudaExecutionProvider, CudaOptions};
 pub use runtime::CudaRuntime;

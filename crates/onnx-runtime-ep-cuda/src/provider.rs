@@ -9,6 +9,16 @@ use onnx_runtime_ep_api::{
 use onnx_runtime_ir::Node;
 use std::sync::Arc;
 
+/// How a [`CudaExecutionProvider`] is opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// The device ordinal (as CUDA numbers the visible devices).
+    pub device: usize,
+    /// Whether float32 MatMul/Gemm/Conv may use TF32 tensor cores: faster, with about 10
+    /// mantissa bits in the products (PyTorch's `allow_tf32`). Off: true float32.
+    pub tf32: bool,
+}
+
 /// Runs nodes on one CUDA device through one stream.
 pub struct CudaExecutionProvider {
     runtime: Arc<CudaRuntime>,
@@ -24,10 +34,19 @@ impl std::fmt::Debug for CudaExecutionProvider {
 }
 
 impl CudaExecutionProvider {
-    /// The provider for device `ordinal`.
+    /// The provider for device `ordinal` (float32 in true float32 unless the environment
+    /// sets `ONNX_RUNTIME_CUDA_TF32=1`).
     pub fn new(ordinal: usize) -> EpResult<Self> {
         Ok(CudaExecutionProvider {
             runtime: CudaRuntime::new(ordinal)?,
+            registry: registry(),
+        })
+    }
+
+    /// The provider with `options` (device ordinal, TF32).
+    pub fn with_options(options: CudaOptions) -> EpResult<Self> {
+        Ok(CudaExecutionProvider {
+            runtime: CudaRuntime::with_options(options.device, options.tf32)?,
             registry: registry(),
         })
     }

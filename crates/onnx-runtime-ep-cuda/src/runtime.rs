@@ -86,6 +86,8 @@ pub struct CudaRuntime {
     alloc: Mutex<CachingAllocator>,
     graph: Mutex<GraphState>,
     capturing: AtomicBool,
+    /// Whether float32 products and convolutions may use TF32 tensor cores.
+    tf32: bool,
     modules: Mutex<HashMap<ModuleSpec, Arc<Module>>>,
     /// Per-runtime state of library families (cuBLASLt and cuDNN handles, workspaces), by type.
     extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
@@ -112,7 +114,16 @@ impl std::fmt::Debug for CudaRuntime {
 impl CudaRuntime {
     /// Opens device `ordinal`: finds and loads the driver, retains its primary context and
     /// creates the provider's stream.
+    /// float32 stays true float32 unless `ONNX_RUNTIME_CUDA_TF32=1` is set
+    /// ([`CudaRuntime::with_options`] decides in code).
     pub fn new(ordinal: usize) -> EpResult<Arc<Self>> {
+        let tf32 = std::env::var("ONNX_RUNTIME_CUDA_TF32").is_ok_and(|v| v.trim() == "1");
+        Self::with_options(ordinal, tf32)
+    }
+
+    /// Opens device `ordinal`; `tf32` lets float32 products and convolutions use TF32
+    /// tensor cores (about 10 mantissa bits in the products; off by default).
+    pub fn with_options(ordinal: usize, tf32: bool) -> EpResult<Arc<Self>> {
         libs::ensure_driver()?;
         result::init().map_err(|e| drv("cuda: cuInit", e))?;
         let count = result::device::get_count().map_err(|e| drv("cuda: device count", e))?;
@@ -151,11 +162,17 @@ impl CudaRuntime {
                 exec: None,
             }),
             capturing: AtomicBool::new(false),
+            tf32,
             modules: Mutex::new(HashMap::new()),
             extensions: Mutex::new(HashMap::new()),
             err_word,
             kernel_names: Mutex::new(Vec::new()),
         }))
+    }
+
+    /// Whether float32 products and convolutions may use TF32 tensor cores.
+    pub fn tf32(&self) -> bool {
+        self.tf32
     }
 
     pub fn ordinal(&self) -> usize {

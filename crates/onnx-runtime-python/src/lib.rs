@@ -97,7 +97,8 @@ fn session_code(e: &SessionError) -> Code {
         SessionError::InvalidGraph(_) => Code::InvalidGraph,
         SessionError::MissingInput { .. }
         | SessionError::UnknownInput { .. }
-        | SessionError::InputMismatch { .. } => Code::InvalidArgument,
+        | SessionError::InputMismatch { .. }
+        | SessionError::InvalidArgument(_) => Code::InvalidArgument,
         SessionError::Kernel(k) => ep_code(k),
         SessionError::Subgraph { source, .. } => session_code(source),
     }

@@ -21,7 +21,7 @@
 use crate::compile::CompiledGraph;
 use crate::device::{placeable, DeviceTensor};
 use crate::error::{SessionError, SessionResult};
-use crate::exec::{execute_steps, Slots};
+use crate::exec::{execute_steps, Fetched, Place, Slots};
 use onnx_runtime_ep_api::{CaptureSupport, DeviceGraph, ExecutionProvider};
 use onnx_runtime_ep_cpu::{Tensor, Value};
 use onnx_runtime_ir::DataType;
@@ -155,15 +155,19 @@ impl GraphCache {
         }
     }
 
-    /// Runs `graph` on `feeds` through its device graph for their signature (capturing it on
-    /// the signature's second run), or eagerly.
+    /// Runs `graph` on `feeds` (host values, or device tensors in `device` for bound inputs)
+    /// through its device graph for their signature (capturing it on the signature's second
+    /// run), or eagerly; each output goes where `places` says.
     pub fn run<'a>(
         &self,
         graph: &'a CompiledGraph,
         feeds: Vec<Option<Cow<'a, Value>>>,
-    ) -> SessionResult<Vec<Value>> {
-        let Some(sig) = signature(graph, &feeds) else {
-            return self.eager(graph, feeds, false).map(|(v, _)| v);
+        device: &[Option<Arc<DeviceTensor>>],
+        places: &[Place],
+    ) -> SessionResult<Vec<Fetched>> {
+        let run = Run { device, places };
+        let Some(sig) = signature(graph, &feeds, device) else {
+            return self.eager(graph, feeds, &run, false).map(|(v, _)| v);
         };
         enum Next {
             Warm,
@@ -189,10 +193,10 @@ impl GraphCache {
             }
         };
         match next {
-            Next::Eager => self.eager(graph, feeds, false).map(|(v, _)| v),
-            Next::Replay(c) => self.replay(graph, &c, &feeds),
+            Next::Eager => self.eager(graph, feeds, &run, false).map(|(v, _)| v),
+            Next::Replay(c) => self.replay(graph, &c, &feeds, &run),
             Next::Warm => {
-                let (values, uploads) = self.eager(graph, feeds, true)?;
+                let (values, uploads) = self.eager(graph, feeds, &run, true)?;
                 self.set(sig, State::Warm(uploads));
                 Ok(values)
             }
@@ -208,18 +212,18 @@ impl GraphCache {
                 });
                 if let Some(reason) = blocked {
                     self.set(sig, State::Eager(reason));
-                    return self.eager(graph, feeds, false).map(|(v, _)| v);
+                    return self.eager(graph, feeds, &run, false).map(|(v, _)| v);
                 }
-                match self.capture(graph, &feeds, uploads) {
+                match self.capture(graph, &feeds, &run, uploads) {
                     Ok(c) => {
                         let c = Arc::new(c);
-                        let values = self.replay(graph, &c, &feeds);
+                        let values = self.replay(graph, &c, &feeds, &run);
                         self.set(sig, State::Captured(c));
                         values
                     }
                     Err(e) => {
                         self.set(sig, State::Eager(format!("the capture failed: {e}")));
-                        self.eager(graph, feeds, false).map(|(v, _)| v)
+                        self.eager(graph, feeds, &run, false).map(|(v, _)| v)
                     }
                 }
             }
@@ -240,20 +244,18 @@ impl GraphCache {
         &self,
         graph: &'a CompiledGraph,
         feeds: Vec<Option<Cow<'a, Value>>>,
+        run: &Run<'_>,
         record: bool,
-    ) -> SessionResult<(Vec<Value>, Uploads)> {
+    ) -> SessionResult<(Vec<Fetched>, Uploads)> {
         let _shared = self.device.read().unwrap_or_else(|e| e.into_inner());
         let mut slots = Slots::new(graph);
         slots.feed(graph, feeds, &[]);
+        slots.feed_device(graph, run.device);
         if record {
             slots.uploads = Some(Vec::new());
         }
         execute_steps(graph, &mut slots, None)?;
-        let values = graph
-            .outputs
-            .iter()
-            .map(|io| slots.output(io.slot, &io.name))
-            .collect::<SessionResult<Vec<_>>>()?;
+        let values = slots.fetch_outputs(graph, run.places)?;
         Ok((values, slots.uploads.take().unwrap_or_default()))
     }
 
@@ -262,6 +264,7 @@ impl GraphCache {
         &self,
         graph: &CompiledGraph,
         feeds: &[Option<Cow<'_, Value>>],
+        run: &Run<'_>,
         uploads: Vec<(usize, Tensor)>,
     ) -> SessionResult<Captured> {
         let _alone = self.device.write().unwrap_or_else(|e| e.into_inner());
@@ -275,6 +278,12 @@ impl GraphCache {
             .zip(feeds)
             .enumerate()
         {
+            if let Some(Some(t)) = run.device.get(i) {
+                let buffer = Arc::new(t.duplicate()?);
+                slots.device[io.slot] = Some(buffer.clone());
+                inputs.push((i, buffer));
+                continue;
+            }
             let value = feed.as_deref().or(default.as_ref());
             if let Some(Value::Tensor(t)) = value {
                 let buffer = Arc::new(DeviceTensor::upload(&self.ep, t)?);
@@ -335,16 +344,22 @@ impl GraphCache {
         })
     }
 
-    /// Copies the feeds in, replays the graph and copies the outputs out.
+    /// Copies the feeds in, replays the graph and copies the outputs out (to the host, or
+    /// into new device tensors: the graph's own buffers are overwritten by the next replay).
     fn replay(
         &self,
         graph: &CompiledGraph,
         c: &Captured,
         feeds: &[Option<Cow<'_, Value>>],
-    ) -> SessionResult<Vec<Value>> {
+        run: &Run<'_>,
+    ) -> SessionResult<Vec<Fetched>> {
         let _shared = self.device.read().unwrap_or_else(|e| e.into_inner());
         let _one = c.lock.lock().unwrap_or_else(|e| e.into_inner());
         for (i, buffer) in &c.inputs {
+            if let Some(Some(t)) = run.device.get(*i) {
+                buffer.copy_from(t)?;
+                continue;
+            }
             let value = feeds[*i].as_deref().or(graph.input_defaults[*i].as_ref());
             if let Some(Value::Tensor(t)) = value {
                 buffer.overwrite(t)?;
@@ -353,32 +368,70 @@ impl GraphCache {
         c.graph.replay()?;
         c.replays.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut values = Vec::with_capacity(c.outputs.len());
-        let mut synced = false;
-        for source in &c.outputs {
-            values.push(match source {
-                OutputSource::Device(t) => {
+        let (mut synced, mut on_device) = (false, false);
+        for (k, source) in c.outputs.iter().enumerate() {
+            let place = run.places.get(k).copied().unwrap_or(Place::Host);
+            let name = &graph.outputs[k].name;
+            values.push(match (place, source) {
+                (Place::Skip, _) => Fetched::Skipped,
+                (Place::Host, OutputSource::Device(t)) => {
                     synced = true;
-                    Value::Tensor(t.download()?)
+                    Fetched::Host(Value::Tensor(t.download()?))
                 }
-                OutputSource::Fixed(v) => v.clone(),
-                OutputSource::Input(i) => feeds[*i]
-                    .as_deref()
-                    .or(graph.input_defaults[*i].as_ref())
-                    .cloned()
-                    .ok_or_else(|| {
-                        SessionError::invalid(format!(
-                            "graph output '{}' is an input that was not fed",
-                            graph.inputs[*i].name
-                        ))
-                    })?,
+                (Place::Device, OutputSource::Device(t)) => {
+                    on_device = true;
+                    Fetched::Device(Arc::new(t.duplicate()?))
+                }
+                (Place::Host, OutputSource::Fixed(v)) => Fetched::Host(v.clone()),
+                (Place::Device, OutputSource::Fixed(Value::Tensor(t))) => {
+                    Fetched::Device(Arc::new(DeviceTensor::upload(&self.ep, t)?))
+                }
+                (Place::Device, OutputSource::Fixed(_)) => {
+                    return Err(SessionError::invalid(format!(
+                        "graph output '{name}' is not a tensor of numbers, so it cannot be a \
+                         device value"
+                    )))
+                }
+                (_, OutputSource::Input(i)) => match (place, run.device.get(*i)) {
+                    (Place::Device, Some(Some(t))) => Fetched::Device(t.clone()),
+                    (Place::Host, Some(Some(t))) => {
+                        synced = true;
+                        Fetched::Host(Value::Tensor(t.download()?))
+                    }
+                    _ => {
+                        let v = feeds[*i]
+                            .as_deref()
+                            .or(graph.input_defaults[*i].as_ref())
+                            .cloned()
+                            .ok_or_else(|| {
+                                SessionError::invalid(format!(
+                                    "graph output '{name}' is an input that was not fed"
+                                ))
+                            })?;
+                        match (place, v) {
+                            (Place::Device, Value::Tensor(t)) => {
+                                Fetched::Device(Arc::new(DeviceTensor::upload(&self.ep, &t)?))
+                            }
+                            (_, v) => Fetched::Host(v),
+                        }
+                    }
+                },
             });
         }
-        if !synced {
+        if !synced && !on_device {
             // Report a device fault of the replay even when no output comes from the device.
+            // (Outputs left on the device are the caller's to synchronize: a bound run does
+            // not wait for the device.)
             self.ep.synchronize()?;
         }
         Ok(values)
     }
+}
+
+/// A run's device feeds and where its outputs go.
+struct Run<'a> {
+    device: &'a [Option<Arc<DeviceTensor>>],
+    places: &'a [Place],
 }
 
 fn is_constant(graph: &CompiledGraph, slot: usize) -> bool {
@@ -387,20 +440,28 @@ fn is_constant(graph: &CompiledGraph, slot: usize) -> bool {
 
 /// The feeds' signature, or `None` when a run cannot be recorded (a feed that is not a
 /// tensor the device can hold).
-fn signature(graph: &CompiledGraph, feeds: &[Option<Cow<'_, Value>>]) -> Option<Signature> {
+fn signature(
+    graph: &CompiledGraph,
+    feeds: &[Option<Cow<'_, Value>>],
+    device: &[Option<Arc<DeviceTensor>>],
+) -> Option<Signature> {
     graph
         .inputs
         .iter()
         .zip(&graph.input_defaults)
         .zip(feeds)
-        .map(
-            |((_, default), feed)| match feed.as_deref().or(default.as_ref()) {
+        .enumerate()
+        .map(|(i, ((_, default), feed))| {
+            if let Some(Some(t)) = device.get(i) {
+                return Some(Some((t.dtype(), t.shape().to_vec())));
+            }
+            match feed.as_deref().or(default.as_ref()) {
                 None => Some(None),
                 Some(Value::Tensor(t)) if placeable(t) => {
                     Some(Some((t.dtype(), t.shape().to_vec())))
                 }
                 Some(_) => None,
-            },
-        )
+            }
+        })
         .collect()
 }

@@ -6,7 +6,7 @@ use crate::constant::fold_constant;
 use crate::control::{self, ControlOp};
 use crate::device::{placeable, DeviceStep, DeviceTensor};
 use crate::error::{MissingOp, SessionError, SessionResult};
-use crate::placement::{is_shape_math, MetaOp};
+use crate::placement::{is_shape_math, makes_shape_values, shape_sinks, MetaOp};
 use onnx_runtime_ep_api::{EpError, ExecutionProvider};
 use onnx_runtime_ep_cpu::{BuildContext, CpuKernel, CpuRegistry, Value};
 use onnx_runtime_ir::{Attribute, Graph, Node, NodeId, ValueId, ValueType};
@@ -51,8 +51,10 @@ pub(crate) struct CompiledGraph {
     pub constants: Vec<(usize, Value)>,
     /// Copies on the device of the constants that device steps read.
     pub device_constants: Vec<(usize, Arc<DeviceTensor>)>,
-    /// Whether any step runs on a device (values then have a device slot too).
+    /// Whether any step runs on a device.
     pub uses_device: bool,
+    /// The session's accelerator, if it has one (values then have a device slot too).
+    pub device: Option<Arc<dyn ExecutionProvider>>,
     /// With an accelerator: the steps that run on the host, each with the reason.
     pub host_nodes: Vec<HostNode>,
     /// Names this graph reads from enclosing scopes, and the slots they go to.
@@ -226,6 +228,12 @@ impl Compiler<'_> {
         let mut device_constants: BTreeMap<usize, Arc<DeviceTensor>> = BTreeMap::new();
         // Shapes and values computed from shapes and constants alone (device sessions).
         let mut host_class: BTreeSet<usize> = BTreeSet::new();
+        // Values read only as shapes (device sessions): made on the host too when they can be.
+        let sinks = if self.device.is_some() {
+            shape_sinks(graph, &order)
+        } else {
+            Vec::new()
+        };
         let mut capture_blockers: Vec<String> = Vec::new();
         let mut host_nodes: Vec<HostNode> = Vec::new();
         let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
@@ -324,10 +332,17 @@ impl Compiler<'_> {
                     })
                     .collect();
                 let meta = MetaOp::of(node).filter(|_| self.device.is_some());
-                let shape_math = self.device.is_some()
-                    && is_shape_math(node)
-                    && known.iter().all(|&k| k)
+                // Shape arithmetic over shapes; or a shape-sized tensor (ConstantOfShape,
+                // Range) made from shapes and read only as a shape.
+                let from_shapes = known.iter().all(|&k| k)
                     && inputs.iter().flatten().any(|s| host_class.contains(s));
+                let shape_math = self.device.is_some()
+                    && from_shapes
+                    && (is_shape_math(node)
+                        || (makes_shape_values(node)
+                            && outputs
+                                .iter()
+                                .all(|&o| sinks.get(o).copied().unwrap_or(false))));
                 if meta.is_some() || shape_math {
                     host_class.extend(outputs.iter().copied());
                 }
@@ -473,6 +488,7 @@ impl Compiler<'_> {
             constants,
             device_constants: device_constants.into_iter().collect(),
             uses_device,
+            device: self.device.clone(),
             host_nodes,
             captures,
             steps,

@@ -79,6 +79,46 @@ impl DeviceTensor {
         Ok(())
     }
 
+    /// Copies `src` (same dtype and shape) over this tensor's contents on the device, in
+    /// order with the provider's queued work (the same caveat as [`DeviceTensor::overwrite`]).
+    pub fn copy_from(&self, src: &DeviceTensor) -> SessionResult<()> {
+        if src.dtype != self.dtype || src.shape != self.shape {
+            return Err(SessionError::invalid(format!(
+                "a {} device tensor of shape {:?} cannot be copied into a {} buffer of shape {:?}",
+                src.dtype, src.shape, self.dtype, self.shape
+            )));
+        }
+        let numel: usize = self.shape.iter().product();
+        let n = self.dtype.checked_storage_bytes(numel).unwrap_or(0);
+        let dst = DevicePtrMut(self.buffer().as_ptr() as *mut std::ffi::c_void);
+        if n > 0 && src.ptr().0 != dst.0 as *const std::ffi::c_void {
+            // SAFETY: both buffers hold at least `n` bytes of the same dtype and shape.
+            unsafe { self.ep.copy_on_device(src.ptr(), dst, n)? };
+        }
+        Ok(())
+    }
+
+    /// A new device tensor with this one's contents (a copy on the device).
+    pub fn duplicate(&self) -> SessionResult<DeviceTensor> {
+        let t = Self::allocate(&self.ep, self.dtype, self.shape.clone())?;
+        t.copy_from(self)?;
+        Ok(t)
+    }
+
+    pub fn dtype(&self) -> DataType {
+        self.dtype
+    }
+
+    /// The provider whose memory holds the tensor.
+    pub fn provider(&self) -> &Arc<dyn ExecutionProvider> {
+        &self.ep
+    }
+
+    /// The address of the first element in device memory.
+    pub fn device_ptr(&self) -> *const std::ffi::c_void {
+        self.ptr().0
+    }
+
     /// Copies the tensor back to the host (waits for the provider's queued work).
     pub fn download(&self) -> SessionResult<Tensor> {
         let mut tensor = Tensor::zeros(self.dtype, self.shape.clone());

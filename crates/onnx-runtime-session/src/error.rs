@@ -25,6 +25,10 @@ pub enum SessionError {
         expected: String,
         got: String,
     },
+    /// A call the session cannot honour as asked (IO binding: an input bound twice, an
+    /// output asked for on a device the session does not have).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     /// A kernel failed to build or to run.
     #[error("{0}")]
     Kernel(#[from] EpError),

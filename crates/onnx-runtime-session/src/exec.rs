@@ -11,6 +11,35 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Where a run leaves a graph output (IO binding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Not asked for: nothing is copied.
+    Skip,
+    Host,
+    Device,
+}
+
+/// A graph output where the caller asked for it.
+pub(crate) enum Fetched {
+    Skipped,
+    Host(Value),
+    Device(Arc<DeviceTensor>),
+}
+
+impl Fetched {
+    /// The host value of an output asked for on the host.
+    pub fn into_host(self, name: &str) -> SessionResult<Value> {
+        match self {
+            Fetched::Host(v) => Ok(v),
+            Fetched::Device(t) => Ok(Value::Tensor(t.download()?)),
+            Fetched::Skipped => Err(SessionError::invalid(format!(
+                "graph output '{name}' was not asked for"
+            ))),
+        }
+    }
+}
+
 /// Runs `graph` with `inputs` (one per graph input, `None` to use its initializer or leave
 /// an optional input absent) and `captures` (one per `graph.captures` entry). Returns one
 /// value per graph output. With `profile`, each step's time is recorded in it. `spin` keeps
@@ -48,6 +77,29 @@ fn run_steps<'a>(
         .collect()
 }
 
+/// [`run_graph`] for a top-level graph with device feeds (`device[i]` set: input `i` is that
+/// device tensor; IO binding) and each output left where `places` says.
+pub(crate) fn run_graph_bound<'a>(
+    graph: &'a CompiledGraph,
+    inputs: Vec<Option<Cow<'a, Value>>>,
+    device: &[Option<Arc<DeviceTensor>>],
+    places: &[Place],
+    profile: Option<&mut Profile>,
+    spin: bool,
+) -> SessionResult<Vec<Fetched>> {
+    let run = || {
+        let mut slots = Slots::new(graph);
+        slots.feed(graph, inputs, &[]);
+        slots.feed_device(graph, device);
+        execute_steps(graph, &mut slots, profile)?;
+        slots.fetch_outputs(graph, places)
+    };
+    if rayon::current_thread_index().is_none() {
+        return crate::workers::run_on_pool(spin, run);
+    }
+    run()
+}
+
 /// Runs every step of `graph` over `slots` (fed already).
 pub(crate) fn execute_steps(
     graph: &CompiledGraph,
@@ -77,6 +129,10 @@ pub(crate) fn execute_steps(
             (_, None) => Some(run_on_host(step, slots)?),
         };
         if let (Some(p), Some(t)) = (profile.as_deref_mut(), started) {
+            // A device step's time is its kernels' time: wait for them (profiled runs only).
+            if let StepKind::Device(device) = &step.kind {
+                device.ep.synchronize()?;
+            }
             p.record(&step.op_type, &step.name, t.elapsed());
         }
         if let Some(results) = results {
@@ -116,7 +172,7 @@ pub(crate) struct Slots<'a> {
 impl<'a> Slots<'a> {
     pub fn new(graph: &'a CompiledGraph) -> Self {
         let mut device: Vec<Option<Arc<DeviceTensor>>> = Vec::new();
-        if graph.uses_device {
+        if graph.device.is_some() {
             device.resize(graph.num_slots, None);
             for (slot, t) in &graph.device_constants {
                 device[*slot] = Some(t.clone());
@@ -146,6 +202,65 @@ impl<'a> Slots<'a> {
         }
         for ((_, slot), value) in graph.captures.iter().zip(captures) {
             self.host[*slot] = Some(Cow::Borrowed(*value));
+        }
+    }
+
+    /// Puts the device feeds (IO binding) in place: `device[i]` for graph input `i`.
+    pub fn feed_device(&mut self, graph: &CompiledGraph, device: &[Option<Arc<DeviceTensor>>]) {
+        for (io, t) in graph.inputs.iter().zip(device) {
+            if let Some(t) = t {
+                self.host[io.slot] = None;
+                self.device[io.slot] = Some(t.clone());
+            }
+        }
+    }
+
+    /// Every graph output where `places` asks for it (uploading a host value asked for on
+    /// the device; the device value itself otherwise, no copy).
+    pub fn fetch_outputs(
+        &mut self,
+        graph: &CompiledGraph,
+        places: &[Place],
+    ) -> SessionResult<Vec<Fetched>> {
+        graph
+            .outputs
+            .iter()
+            .enumerate()
+            .map(
+                |(i, io)| match places.get(i).copied().unwrap_or(Place::Host) {
+                    Place::Skip => Ok(Fetched::Skipped),
+                    Place::Host => self.output(io.slot, &io.name).map(Fetched::Host),
+                    Place::Device => self
+                        .device_output(graph, io.slot, &io.name)
+                        .map(Fetched::Device),
+                },
+            )
+            .collect()
+    }
+
+    /// A graph output as a device tensor (uploaded when it was computed on the host).
+    fn device_output(
+        &mut self,
+        graph: &CompiledGraph,
+        slot: usize,
+        name: &str,
+    ) -> SessionResult<Arc<DeviceTensor>> {
+        if let Some(t) = self.device.get(slot).and_then(Option::as_ref) {
+            return Ok(t.clone());
+        }
+        let ep = graph.device.as_ref().ok_or_else(|| {
+            SessionError::invalid(format!(
+                "graph output '{name}' was asked for on the device, and the session has none"
+            ))
+        })?;
+        match self.host[slot].as_deref() {
+            Some(Value::Tensor(t)) if placeable(t) => Ok(Arc::new(DeviceTensor::upload(ep, t)?)),
+            Some(_) => Err(SessionError::invalid(format!(
+                "graph output '{name}' is not a tensor of numbers, so it cannot be a device value"
+            ))),
+            None => Err(SessionError::invalid(format!(
+                "graph output '{name}' was not produced (an optional output no node wrote, or an input that was not fed)"
+            ))),
         }
     }
 

@@ -10,6 +10,7 @@
 //! # }
 //! ```
 
+mod binding;
 mod capture;
 mod compile;
 mod constant;
@@ -26,6 +27,7 @@ mod session;
 mod tests;
 mod workers;
 
+pub use binding::{DeviceValue, Input, Output, OutputOn};
 pub use capture::{CaptureReport, CudaGraph, SignatureReport};
 pub use compile::HostNode;
 pub use error::{MissingOp, SessionError, SessionResult};

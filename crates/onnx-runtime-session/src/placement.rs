@@ -9,7 +9,7 @@
 //! the device to learn a shape.
 
 use onnx_runtime_ep_cpu::{Tensor, Value};
-use onnx_runtime_ir::{Attribute, Node};
+use onnx_runtime_ir::{Attribute, Graph, Node, NodeId};
 
 /// An op the session answers from a tensor's metadata.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,6 +104,62 @@ pub(crate) fn is_shape_math(node: &Node) -> bool {
     node.normalized_domain().is_empty() && OPS.contains(&node.op_type.as_str())
 }
 
+/// Whether input `position` of `node` carries a shape, axes, counts or similar small integer
+/// parameters that its kernel reads on the host (Reshape's shape, Expand's shape, Slice's
+/// starts, ...), as opposed to tensor data.
+fn is_shape_position(node: &Node, position: usize) -> bool {
+    if !node.normalized_domain().is_empty() {
+        return false;
+    }
+    let op = node.op_type.as_str();
+    match op {
+        "Reshape" | "Expand" | "Tile" | "Unsqueeze" | "Squeeze" | "TopK" | "Split" | "OneHot"
+        | "Upsample" | "CenterCropPad" | "Trilu" | "CumSum" => position == 1,
+        "ConstantOfShape" => position == 0,
+        "Range" => true,
+        "Slice" | "Resize" | "Col2Im" => position >= 1,
+        "Pad" => position == 1 || position == 3,
+        _ => op.starts_with("Reduce") && position == 1,
+    }
+}
+
+/// Ops whose output may stay on the host in a device session when every consumer reads it as
+/// a shape: the shape arithmetic of [`is_shape_math`], and the ops that make a tensor as
+/// large as the (small) shape they read, such as the `ConstantOfShape(Shape(shape))` an
+/// exporter writes to resolve `expand(-1, ...)`.
+pub(crate) fn makes_shape_values(node: &Node) -> bool {
+    is_shape_math(node)
+        || (node.normalized_domain().is_empty()
+            && matches!(node.op_type.as_str(), "ConstantOfShape" | "Range"))
+}
+
+/// For each value of `graph`, whether everything that reads it reads it as a shape: at a
+/// shape position of its consumer ([`is_shape_position`]), or through a node of
+/// [`makes_shape_values`] whose outputs are all such values. Graph outputs and values without
+/// consumers (read by a subgraph, or by nothing) are not. `order` is a topological order.
+pub(crate) fn shape_sinks(graph: &Graph, order: &[NodeId]) -> Vec<bool> {
+    let consumers = graph.consumers();
+    let mut sink = vec![false; graph.values.len()];
+    let outputs: std::collections::BTreeSet<usize> = graph.outputs.iter().map(|v| v.0).collect();
+    for &nid in order.iter().rev() {
+        for &o in &graph.node(nid).outputs {
+            if outputs.contains(&o.0) || consumers[o.0].is_empty() {
+                continue;
+            }
+            sink[o.0] = consumers[o.0].iter().all(|&c| {
+                let node = graph.node(c);
+                let through = makes_shape_values(node) && node.outputs.iter().all(|v| sink[v.0]);
+                node.inputs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_some_and(|v| v == o))
+                    .all(|(p, _)| through || is_shape_position(node, p))
+            });
+        }
+    }
+    sink
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +179,52 @@ mod tests {
         assert_eq!(shape_of(3, Some(1)), Vec::<i64>::new());
         assert_eq!(ints(&MetaOp::Size.eval(&shape)), vec![120]);
         assert_eq!(ints(&MetaOp::Size.eval(&[])), vec![1]);
+    }
+
+    /// The exporter's `expand(-1, ...)` pattern: Shape -> ConstantOfShape -> Mul -> Equal ->
+    /// Where -> Expand's shape. Every value on the way is a shape sink; the data is not.
+    #[test]
+    fn expand_shape_built_with_constant_of_shape_is_a_shape_sink() {
+        use onnx_runtime_ir::Node;
+        let mut g = Graph::new();
+        let x = g.create_value("x", None);
+        let shape = g.create_value("shape", None);
+        let shape_len = g.create_value("shape_len", None);
+        let ones = g.create_value("ones", None);
+        let minus = g.create_value("minus", None);
+        let neg = g.create_value("neg", None);
+        let eq = g.create_value("eq", None);
+        let fixed = g.create_value("fixed", None);
+        let y = g.create_value("y", None);
+        g.add_input(x);
+        g.add_input(shape);
+        g.add_initializer(
+            minus,
+            onnx_runtime_ir::TensorData::from_bytes(
+                onnx_runtime_ir::DataType::Int64,
+                vec![],
+                (-1i64).to_le_bytes().to_vec(),
+            ),
+        );
+        let nodes = [
+            ("Shape", vec![shape], shape_len),
+            ("ConstantOfShape", vec![shape_len], ones),
+            ("Mul", vec![ones, minus], neg),
+            ("Equal", vec![shape, neg], eq),
+            ("Where", vec![eq, ones, shape], fixed),
+            ("Expand", vec![x, fixed], y),
+        ];
+        for (op, inputs, out) in nodes {
+            let inputs = inputs.into_iter().map(Some).collect();
+            g.insert_node(Node::new(NodeId(0), op, inputs, vec![out]));
+        }
+        g.add_output(y);
+        let order: Vec<NodeId> = g.nodes.iter().map(|n| n.id).collect();
+        let sinks = shape_sinks(&g, &order);
+        for v in [shape_len, ones, neg, eq, fixed] {
+            assert!(sinks[v.0], "{} should be a shape sink", g.value(v).name);
+        }
+        assert!(!sinks[y.0], "a graph output is not a shape sink");
+        assert!(!sinks[x.0], "Expand's data input is not a shape sink");
     }
 }

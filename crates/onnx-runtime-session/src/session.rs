@@ -2,8 +2,9 @@
 
 use crate::capture::{CaptureReport, CudaGraph, GraphCache};
 use crate::compile::{CompiledGraph, Compiler};
+use crate::device::DeviceTensor;
 use crate::error::{MissingOp, SessionError, SessionResult};
-use crate::exec::run_graph;
+use crate::exec::{run_graph_bound, Fetched, Place};
 use crate::optimize::OptimizationLevel;
 use crate::profile::Profile;
 use onnx_runtime_ep_api::ExecutionProvider;
@@ -59,7 +60,7 @@ pub struct IoInfo {
 /// A compiled model. `run` takes `&self`, so one session serves concurrent callers; each
 /// run has its own value table.
 pub struct Session {
-    graph: CompiledGraph,
+    pub(crate) graph: CompiledGraph,
     inputs: Vec<IoInfo>,
     outputs: Vec<IoInfo>,
     /// Whether each input has an initializer (and so may be left out).
@@ -237,47 +238,72 @@ impl Session {
     ) -> SessionResult<Vec<(String, Value)>> {
         let mut feeds: Vec<Option<Cow<'_, Value>>> = vec![None; self.inputs.len()];
         for (name, value) in inputs {
-            let i = self
-                .inputs
-                .iter()
-                .position(|io| io.name == *name)
-                .ok_or_else(|| SessionError::UnknownInput {
-                    name: name.to_string(),
-                    known: self
-                        .inputs
-                        .iter()
-                        .map(|io| format!("'{}'", io.name))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
+            let i = self.input_index(name)?;
             check_value(&self.inputs[i], value)?;
             feeds[i] = Some(Cow::Borrowed(value));
         }
-        for ((io, feed), has_default) in self.inputs.iter().zip(&feeds).zip(&self.has_default) {
-            if feed.is_none() && !has_default && !is_optional(&io.ty) {
+        let places = vec![Place::Host; self.outputs.len()];
+        let values = self.execute(feeds, &[], &places, profile)?;
+        self.outputs
+            .iter()
+            .zip(values)
+            .map(|(io, v)| Ok((io.name.clone(), v.into_host(&io.name)?)))
+            .collect()
+    }
+
+    /// The position of input `name`, or the error that lists the model's inputs.
+    pub(crate) fn input_index(&self, name: &str) -> SessionResult<usize> {
+        self.inputs
+            .iter()
+            .position(|io| io.name == name)
+            .ok_or_else(|| SessionError::UnknownInput {
+                name: name.to_string(),
+                known: self
+                    .inputs
+                    .iter()
+                    .map(|io| format!("'{}'", io.name))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// Runs with host `feeds` and device feeds `device` (by input position; checked by the
+    /// caller), each output left where `places` says.
+    pub(crate) fn execute<'a>(
+        &'a self,
+        feeds: Vec<Option<Cow<'a, Value>>>,
+        device: &[Option<Arc<DeviceTensor>>],
+        places: &[Place],
+        profile: Option<&mut Profile>,
+    ) -> SessionResult<Vec<Fetched>> {
+        for (i, ((io, feed), has_default)) in self
+            .inputs
+            .iter()
+            .zip(&feeds)
+            .zip(&self.has_default)
+            .enumerate()
+        {
+            let bound = device.get(i).is_some_and(Option::is_some);
+            if feed.is_none() && !bound && !has_default && !is_optional(&io.ty) {
                 return Err(SessionError::MissingInput {
                     name: io.name.clone(),
                     expected: describe_type(&io.ty),
                 });
             }
         }
-        let values = match (&self.graphs, profile) {
+        match (&self.graphs, profile) {
             (Some(graphs), None) if self.graph.capture_blockers.is_empty() => {
                 let graph = &self.graph;
                 if rayon::current_thread_index().is_none() {
-                    crate::workers::run_on_pool(self.spin, || graphs.run(graph, feeds))?
+                    crate::workers::run_on_pool(self.spin, || {
+                        graphs.run(graph, feeds, device, places)
+                    })
                 } else {
-                    graphs.run(graph, feeds)?
+                    graphs.run(graph, feeds, device, places)
                 }
             }
-            (_, profile) => run_graph(&self.graph, feeds, &[], profile, self.spin)?,
-        };
-        Ok(self
-            .outputs
-            .iter()
-            .map(|io| io.name.clone())
-            .zip(values)
-            .collect())
+            (_, profile) => run_graph_bound(&self.graph, feeds, device, places, profile, self.spin),
+        }
     }
 
     /// [`Session::run`] with inputs and outputs keyed by name.
@@ -367,7 +393,7 @@ pub fn describe_value(v: &Value) -> String {
 }
 
 /// Checks a fed value against the declared type: kind, element type, rank and static dims.
-fn check_value(io: &IoInfo, value: &Value) -> SessionResult<()> {
+pub(crate) fn check_value(io: &IoInfo, value: &Value) -> SessionResult<()> {
     let Some(ty) = &io.ty else { return Ok(()) };
     if type_matches(ty, value) {
         return Ok(());

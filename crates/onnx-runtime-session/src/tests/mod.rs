@@ -2,11 +2,13 @@
 //! session logic is tested on its own.
 
 mod basic;
+mod binding;
 mod capture;
 mod control;
 mod device;
 mod kernels;
 mod optimize;
+mod recorder;
 
 use crate::{Session, SessionOptions};
 use onnx_runtime_ep_cpu::{Tensor, Value};

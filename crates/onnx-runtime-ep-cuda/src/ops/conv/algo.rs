@@ -312,13 +312,17 @@ mod tests {
 
     #[test]
     fn float32_never_takes_tensor_op_math() {
-        let f32t = Types::of(DataType::Float32).unwrap();
+        let f32t = Types::of(DataType::Float32, false).unwrap();
         assert!(!f32t.math_ok(1) && !f32t.math_ok(2) && f32t.math_ok(3));
         assert_eq!(f32t.math_for(1), sys::cudnnMathType_t::CUDNN_FMA_MATH);
-        let h = Types::of(DataType::Float16).unwrap();
+        let h = Types::of(DataType::Float16, false).unwrap();
         assert!(h.math_ok(1));
         assert_eq!(h.math_for(1), sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH);
-        assert!(Types::of(DataType::Int8).is_none());
+        assert!(Types::of(DataType::Int8, false).is_none());
+        // With the provider's TF32 option, float32 takes what the heuristics propose.
+        let tf32 = Types::of(DataType::Float32, true).unwrap();
+        assert!(tf32.math_ok(1) && tf32.math_ok(2));
+        assert_eq!(tf32.math_for(1), sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH);
         // Heuristic proposals first, then the remaining algorithms in order.
         let perf = [
             Perf {

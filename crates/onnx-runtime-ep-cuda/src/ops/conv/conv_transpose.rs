@@ -229,7 +229,7 @@ impl ConvTransposeKernel {
         let x = base.req(inputs, 0)?;
         let w = base.req(inputs, 1)?;
         let dtype = x.dtype;
-        if Types::of(dtype).is_none() {
+        if Types::of(dtype, false).is_none() {
             return Err(base.unsupported(
                 dtype,
                 "the CUDA convolutions take float32, float64, float16 and bfloat16",
@@ -289,7 +289,7 @@ impl ConvTransposeKernel {
 
     fn make_plan(&self, dtype: DataType, g: &Geom, w: &[usize]) -> EpResult<Plan> {
         let base = &self.base;
-        let ty = Types::of(dtype)
+        let ty = Types::of(dtype, base.rt.tf32())
             .ok_or_else(|| base.unsupported(dtype, "not a float type cuDNN convolves"))?;
         let r = g.input.len();
         let mut pads = Vec::with_capacity(r);

@@ -224,16 +224,21 @@ pub struct Types {
 }
 
 impl Types {
-    /// float32: FP32 math with FMA only (no TF32); float16/bfloat16: float32 accumulation
-    /// with tensor cores; float64: double.
-    pub fn of(dtype: DataType) -> Option<Types> {
+    /// float32: FP32 math with FMA only (no TF32), or cuDNN's default math (TF32 tensor
+    /// cores allowed) with `tf32`; float16/bfloat16: float32 accumulation with tensor cores;
+    /// float64: double.
+    pub fn of(dtype: DataType, tf32: bool) -> Option<Types> {
         use sys::cudnnDataType_t::*;
         use sys::cudnnMathType_t::*;
         Some(match dtype {
             DataType::Float32 => Types {
                 data: CUDNN_DATA_FLOAT,
                 compute: CUDNN_DATA_FLOAT,
-                math: CUDNN_FMA_MATH,
+                math: if tf32 {
+                    CUDNN_DEFAULT_MATH
+                } else {
+                    CUDNN_FMA_MATH
+                },
             },
             DataType::Float16 => Types {
                 data: CUDNN_DATA_HALF,
@@ -262,16 +267,21 @@ impl Types {
         self.data == sys::cudnnDataType_t::CUDNN_DATA_DOUBLE
     }
 
-    /// Whether a math type the heuristics propose keeps this dtype's precision (float32 must
-    /// not run on TF32 tensor cores).
+    /// float32 in true float32 (TF32 not allowed by the provider's options).
+    fn is_strict_f32(&self) -> bool {
+        self.is_f32() && self.math == sys::cudnnMathType_t::CUDNN_FMA_MATH
+    }
+
+    /// Whether a math type the heuristics propose keeps this dtype's precision (strict
+    /// float32 must not run on TF32 tensor cores).
     pub(super) fn math_ok(&self, math: u32) -> bool {
-        !self.is_f32() || math == sys::cudnnMathType_t::CUDNN_FMA_MATH as u32 || math == 0
+        !self.is_strict_f32() || math == sys::cudnnMathType_t::CUDNN_FMA_MATH as u32 || math == 0
     }
 
     /// The math type to set for an algorithm the heuristics proposed with `math`.
     pub(super) fn math_for(&self, math: u32) -> sys::cudnnMathType_t {
         use sys::cudnnMathType_t::*;
-        if self.is_f32() {
+        if self.is_strict_f32() {
             return CUDNN_FMA_MATH;
         }
         match math {

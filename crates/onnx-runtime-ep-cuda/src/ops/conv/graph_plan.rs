@@ -93,8 +93,15 @@ pub struct Candidate {
 /// The usable plans of the heuristics' first proposals (mode A, then the fallback list when
 /// A gave fewer than `max`), best first, at most `max`; with notes on what was passed over.
 /// An error means no operation graph could be built for the shape (the legacy path runs it).
-pub fn candidates(dnn: &Dnn, spec: &ConvSpec, max: usize) -> EpResult<(Vec<Candidate>, String)> {
-    let float32 = spec.data == sys::cudnnDataType_t::CUDNN_DATA_FLOAT;
+/// `tf32`: float32 convolutions may use TF32 tensor cores (the provider's option).
+pub fn candidates(
+    dnn: &Dnn,
+    spec: &ConvSpec,
+    max: usize,
+    tf32: bool,
+) -> EpResult<(Vec<Candidate>, String)> {
+    // Strict float32: no TF32, no down-converted inputs.
+    let float32 = spec.data == sys::cudnnDataType_t::CUDNN_DATA_FLOAT && !tf32;
     let h = dnn.lock();
     let graph = Arc::new(ConvGraph::new(h.0, spec)?);
     let mut out: Vec<Candidate> = Vec::new();
@@ -248,7 +255,12 @@ impl Plan {
         if let Err(e) = k.base.rt.bind_thread() {
             return (Vec::new(), format!("no context ({e})"));
         }
-        match candidates(&k.dnn, &self.graph_spec(), GRAPH_CANDIDATES) {
+        match candidates(
+            &k.dnn,
+            &self.graph_spec(),
+            GRAPH_CANDIDATES,
+            k.base.rt.tf32(),
+        ) {
             Ok((list, note)) if list.is_empty() => {
                 let note = if note.is_empty() {
                     "no engine proposed".to_string()

@@ -459,7 +459,7 @@ impl Plan {
     ) -> EpResult<String> {
         let base = &k.base;
         let dtype = x.dtype;
-        let ty = BlasType::of(dtype)
+        let ty = BlasType::of(dtype, base.rt.tf32())
             .ok_or_else(|| base.unsupported(dtype, "not a float type cuBLASLt multiplies"))?;
         let width = dtype.element_size().unwrap_or(4);
         let r = x.rank();

@@ -12,7 +12,7 @@ use cudarc::cublaslt::sys;
 use onnx_runtime_ep_api::{EpError, EpResult};
 use onnx_runtime_ir::DataType;
 use std::ffi::c_void;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The workspace every product of a runtime shares (they all run on its one stream).
 pub const WORKSPACE_BYTES: usize = 32 << 20;
@@ -74,27 +74,18 @@ impl Drop for BlasState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BlasType {
     F32,
-    /// float32 data on TF32 tensor cores (`ONNX_RUNTIME_CUDA_TF32=1`).
+    /// float32 data on TF32 tensor cores (the provider's `tf32` option).
     F32Tf32,
     F16,
     BF16,
     F64,
 }
 
-/// Whether float32 products may use TF32 (`ONNX_RUNTIME_CUDA_TF32=1`, read once).
-fn tf32_allowed() -> bool {
-    static TF32: OnceLock<bool> = OnceLock::new();
-    *TF32.get_or_init(|| {
-        std::env::var("ONNX_RUNTIME_CUDA_TF32")
-            .map(|v| v.trim() == "1")
-            .unwrap_or(false)
-    })
-}
-
 impl BlasType {
-    pub fn of(dtype: DataType) -> Option<BlasType> {
+    /// The product type for `dtype`; `tf32` lets float32 use TF32 tensor cores.
+    pub fn of(dtype: DataType, tf32: bool) -> Option<BlasType> {
         Some(match dtype {
-            DataType::Float32 if tf32_allowed() => BlasType::F32Tf32,
+            DataType::Float32 if tf32 => BlasType::F32Tf32,
             DataType::Float32 => BlasType::F32,
             DataType::Float16 => BlasType::F16,
             DataType::BFloat16 => BlasType::BF16,

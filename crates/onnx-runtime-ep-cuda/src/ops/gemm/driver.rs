@@ -143,7 +143,7 @@ impl FloatEngine {
 
     /// Enqueues the product on the runtime's stream.
     pub fn run(&self, base: &Base, p: &FloatProblem) -> EpResult<()> {
-        let ty = BlasType::of(p.dtype).ok_or_else(|| {
+        let ty = BlasType::of(p.dtype, base.rt.tf32()).ok_or_else(|| {
             base.unsupported(
                 p.dtype,
                 "the CUDA float product takes float32, float16, bfloat16 and float64",

@@ -15,15 +15,16 @@
 //! cannot be one stride. Bias and ReLU / tanh-GELU run in cuBLASLt's epilogue; other
 //! activations, Gemm's broadcast C and K = 0 run in a small kernel of `kernels/gemm.cu`.
 //!
-//! float32 computes in true FP32 (`CUBLAS_COMPUTE_32F`); `ONNX_RUNTIME_CUDA_TF32=1` in the
-//! environment (read once) lets float32 products use TF32 tensor cores.
+//! float32 computes in true FP32 (`CUBLAS_COMPUTE_32F`); the provider's `tf32` option
+//! (`CudaOptions::tf32`, the CLI's `--tf32`, or `ONNX_RUNTIME_CUDA_TF32=1` for
+//! `CudaExecutionProvider::new`) lets float32 products use TF32 tensor cores.
 //!
 //! Integer products (int32/int64/uint32/uint64 MatMul and Gemm with wrapping arithmetic,
 //! MatMulInteger, QLinearMatMul) run on a tiled kernel of our own that reads any strides and
 //! subtracts zero points as it loads.
 
 pub(crate) mod blas;
-mod driver;
+pub(crate) mod driver;
 mod einsum;
 mod gemm_op;
 mod integer;
