@@ -86,10 +86,11 @@ def export(model, names, outs, feeds, path: Path):
                               opset_version=18, dynamo=True, external_data=False)
 
 
-def ours(cli: Path, path: Path, feeds, work: Path, graph: str, iterations: int):
+def ours(cli: Path, path: Path, feeds, work: Path, graph: str, iterations: int,
+         extra=()):
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(cli), "bench", str(path), "--ep", "cuda", "--cuda-graph", graph,
-           "--iterations", str(iterations), "--warmup", "5"]
+           "--iterations", str(iterations), "--warmup", "5", *extra]
     for k, v in feeds.items():
         f = work / f"{k}.npy"
         np.save(f, v)
@@ -98,7 +99,8 @@ def ours(cli: Path, path: Path, feeds, work: Path, graph: str, iterations: int):
     m = re.search(r"p50 ([0-9.]+)", r.stdout)
     if r.returncode != 0 or not m:
         return None, (r.stderr + r.stdout)[-1500:]
-    notes = [l for l in r.stdout.splitlines() if l.startswith(("cuda graph", "  ", "outputs"))]
+    notes = [l for l in r.stdout.splitlines()
+             if l.startswith(("cuda graph", "  ", "outputs", "precision"))]
     return float(m.group(1)), "\n".join(notes)
 
 
@@ -111,10 +113,10 @@ def ours_profile(cli: Path, path: Path, feeds, work: Path, rows: int) -> str:
     return (r.stdout + r.stderr)[-6000:]
 
 
-def ours_output(cli: Path, path: Path, feeds, work: Path):
-    outd = work / "out"
+def ours_output(cli: Path, path: Path, feeds, work: Path, extra=()):
+    outd = work / ("out" + "".join(extra).replace("-", ""))
     outd.mkdir(parents=True, exist_ok=True)
-    cmd = [str(cli), "run", str(path), "--ep", "cuda", "--output-dir", str(outd)]
+    cmd = [str(cli), "run", str(path), "--ep", "cuda", "--output-dir", str(outd), *extra]
     for k in feeds:
         cmd += ["--input", f"{k}={work / (k + '.npy')}"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -183,6 +185,8 @@ def main() -> int:
     ap.add_argument("--configs", nargs="*", default=None,
                     help="model:precision:batch entries (default: every config)")
     ap.add_argument("--profile", type=int, default=0, metavar="ROWS")
+    ap.add_argument("--convert", action="store_true",
+                    help="also run the fp32 exports with --precision fp16 (converted at load)")
     a = ap.parse_args()
     a.cli = a.cli.resolve()
     a.work.mkdir(parents=True, exist_ok=True)
@@ -222,6 +226,19 @@ def main() -> int:
         print(notes if auto else notes, flush=True)
         if a.profile:
             print(ours_profile(a.cli, path, feeds, work, a.profile), flush=True)
+        if a.convert and not half:
+            conv = ("--precision", "fp16")
+            t_conv, notes_conv = ours(a.cli, path, feeds, work, "auto", a.iterations, conv)
+            got_c = ours_output(a.cli, path, feeds, work, conv)
+            err_c = "-"
+            if got_c:
+                g = got_c[0].astype(np.float64)
+                err_c = f"{float(np.max(np.abs(g - want))):.2e}"
+            rows.append((f"{name} fp32 → --precision fp16 b{batch}", fmt(t_conv), "-", "-",
+                         "-", "-", f"{tt['eager'] / t_conv:.2f}" if t_conv else "-", err_c))
+            print(f"-- {name} fp32 as fp16 b{batch}: ours auto {fmt(t_conv)}; "
+                  f"max abs diff vs torch fp32 {err_c}")
+            print(notes_conv, flush=True)
         if off is None:
             print(notes_off)
         model.cpu()

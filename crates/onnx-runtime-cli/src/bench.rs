@@ -38,6 +38,15 @@ pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
     let t0 = Instant::now();
     let session = load_session(path, o.options.clone())?;
     let load = t0.elapsed();
+    if let Some(r) = session.precision_report() {
+        println!(
+            "precision: {} nodes in half precision, {} initializers cast, {} casts at the edges",
+            r.half_nodes, r.initializers, r.casts
+        );
+        for (op, why) in &r.kept {
+            println!("  {op} stays float32: {why}");
+        }
+    }
     let feeds = gather_inputs(&session, o.inputs, true, o.dims, 0)?;
     let refs: Vec<(&str, Value)> = feeds.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     // The first run is eager (it also warms a CUDA graph's kernels): its outputs are the

@@ -550,7 +550,7 @@ impl Compiler<'_> {
 }
 
 /// `Op`, or `domain:Op` outside the default domain.
-fn op_name(node: &Node) -> String {
+pub(crate) fn op_name(node: &Node) -> String {
     if node.domain.is_empty() || node.domain == "ai.onnx" {
         node.op_type.clone()
     } else {

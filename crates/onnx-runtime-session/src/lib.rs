@@ -21,6 +21,7 @@ mod error;
 mod exec;
 pub mod optimize;
 mod placement;
+pub mod precision;
 mod profile;
 mod session;
 #[cfg(test)]
@@ -34,6 +35,7 @@ pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};
 pub use optimize::optimize_for_device;
 pub use optimize::{optimize, OptimizationLevel, OptimizeReport};
+pub use precision::{Precision, PrecisionReport};
 pub use profile::{OpTime, Profile};
 pub use session::{
     describe_type, describe_value, unsupported_ops, IoInfo, Session, SessionOptions,

@@ -6,6 +6,7 @@ use crate::device::DeviceTensor;
 use crate::error::{MissingOp, SessionError, SessionResult};
 use crate::exec::{run_graph_bound, Fetched, Place};
 use crate::optimize::OptimizationLevel;
+use crate::precision::{Precision, PrecisionReport};
 use crate::profile::Profile;
 use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::{CpuRegistry, Value};
@@ -36,6 +37,10 @@ pub struct SessionOptions {
     /// graphs) and replayed ([`CudaGraph::Auto`] by default; see [`Session::capture_report`]).
     /// No effect without a device.
     pub cuda_graph: CudaGraph,
+    /// The element type float32 computation runs in ([`Precision::AsWritten`] by default;
+    /// [`Precision::Float16`] / [`Precision::BFloat16`] convert the model at load, see
+    /// [`crate::precision`]). Models already in half precision run as written either way.
+    pub precision: Precision,
 }
 
 impl Default for SessionOptions {
@@ -46,6 +51,7 @@ impl Default for SessionOptions {
             optimization: OptimizationLevel::default(),
             spin: true,
             cuda_graph: CudaGraph::Auto,
+            precision: Precision::AsWritten,
         }
     }
 }
@@ -69,6 +75,8 @@ pub struct Session {
     spin: bool,
     /// The device graphs, with a device and [`CudaGraph::Auto`].
     graphs: Option<GraphCache>,
+    /// What the precision conversion did, when [`SessionOptions::precision`] asked for one.
+    precision: Option<PrecisionReport>,
 }
 
 impl Session {
@@ -103,6 +111,25 @@ impl Session {
     /// Compiles `graph`: checks that every op has a kernel (naming all that do not at once),
     /// orders the nodes, builds each kernel once and plans when each value is freed.
     pub fn from_graph(graph: &Graph, options: SessionOptions) -> SessionResult<Session> {
+        let converted;
+        let mut precision = None;
+        let graph = match options.precision {
+            Precision::AsWritten => graph,
+            p => {
+                let to = if p == Precision::Float16 {
+                    onnx_runtime_ir::DataType::Float16
+                } else {
+                    onnx_runtime_ir::DataType::BFloat16
+                };
+                let mut g = graph.clone();
+                precision =
+                    Some(crate::precision::convert(&mut g, to).map_err(|e| {
+                        SessionError::invalid(format!("precision conversion: {e}"))
+                    })?);
+                converted = g;
+                &converted
+            }
+        };
         let optimized;
         let graph = if options.optimization == OptimizationLevel::None {
             graph
@@ -153,7 +180,14 @@ impl Session {
                 _ => None,
             },
             graph: compiled,
+            precision,
         })
+    }
+
+    /// What the precision conversion did ([`SessionOptions::precision`]); `None` when the
+    /// model runs as written.
+    pub fn precision_report(&self) -> Option<&PrecisionReport> {
+        self.precision.as_ref()
     }
 
     /// The graph inputs, in order (initializers that are also inputs included: they may be

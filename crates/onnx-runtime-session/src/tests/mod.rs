@@ -8,6 +8,7 @@ mod control;
 mod device;
 mod kernels;
 mod optimize;
+mod precision;
 mod recorder;
 
 use crate::{Session, SessionOptions};
