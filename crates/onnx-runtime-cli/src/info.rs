@@ -33,6 +33,9 @@ pub fn info(
     level: OptimizationLevel,
     cuda_options: Option<SessionOptions>,
 ) -> Result<(), String> {
+    if path.is_dir() {
+        return crate::generate::info_folder(path);
+    }
     let model = Model::load(path).map_err(|e| e.to_string())?;
     let g = &model.graph;
     println!("model: {}", path.display());

@@ -2,6 +2,7 @@
 
 mod bench;
 mod conformance;
+mod generate;
 mod info;
 mod npy;
 mod ops;
@@ -63,6 +64,11 @@ struct Exec {
     /// mantissa bits in the products; off: true float32).
     #[arg(long)]
     tf32: bool,
+    /// Run a float32 model in half precision: fp16 or bf16 converts it at load (weights cast
+    /// once, float32 inputs and outputs kept, shape arithmetic left in float32); fp32 runs
+    /// it as written.
+    #[arg(long, value_name = "fp32|fp16|bf16", default_value = "fp32")]
+    precision: onnx_runtime_session::Precision,
 }
 
 /// The CUDA provider's options from the command line (set once in main).
@@ -114,7 +120,8 @@ enum Command {
     },
     /// Describe a model: inputs, outputs, opsets, ops, and what each provider cannot run.
     Info {
-        /// The model file (.onnx).
+        /// The model file (.onnx), or an LLM folder (genai_config.json or config.json beside
+        /// the model) to print the decoder architecture found.
         model: PathBuf,
         /// With cuda: build a session on GPU 0 and list, per op, the nodes placed on the CPU
         /// and why (no kernel at this opset, a dtype or attribute the device kernel refuses),
@@ -153,6 +160,8 @@ enum Command {
         #[command(flatten)]
         exec: Exec,
     },
+    /// Generate text with an LLM decoder folder (onnxruntime-genai or Hugging Face Optimum).
+    Generate(generate::GenerateArgs),
     /// Measure latency and throughput on random inputs.
     Bench {
         /// The model file (.onnx).
@@ -256,6 +265,7 @@ impl Command {
             Command::Run { exec, .. }
             | Command::Test { exec, .. }
             | Command::Bench { exec, .. } => Some(*exec),
+            Command::Generate(args) => Some(args.exec),
             Command::Info { .. } | Command::Ops { .. } => None,
         }
     }
@@ -279,6 +289,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             Some(GraphArg::Off) => CudaGraph::Off,
             _ => CudaGraph::Auto,
         },
+        precision: exec.map(|e| e.precision).unwrap_or_default(),
         ..Default::default()
     };
     match cli.command {
@@ -310,6 +321,7 @@ fn dispatch(cli: Cli) -> Result<i32, String> {
             info::info(&model, cli.optimize, cuda).map(|_| 0)
         }
         Command::Ops { ep, markdown } => ops::ops(ep, markdown),
+        Command::Generate(args) => generate::generate(args, session_options(&base, ep)?).map(|_| 0),
         Command::Test {
             dirs,
             pass_list,

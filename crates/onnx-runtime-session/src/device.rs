@@ -91,7 +91,7 @@ impl DeviceTensor {
         let numel: usize = self.shape.iter().product();
         let n = self.dtype.checked_storage_bytes(numel).unwrap_or(0);
         let dst = DevicePtrMut(self.buffer().as_ptr() as *mut std::ffi::c_void);
-        if n > 0 && src.ptr().0 != dst.0 as *const std::ffi::c_void {
+        if n > 0 && !std::ptr::eq(src.ptr().0, dst.0) {
             // SAFETY: both buffers hold at least `n` bytes of the same dtype and shape.
             unsafe { self.ep.copy_on_device(src.ptr(), dst, n)? };
         }

@@ -542,11 +542,11 @@ pub fn convert(graph: &mut Graph, to: DataType) -> Result<PrecisionReport, Strin
         let node = graph.node_mut(nid);
         if node.normalized_domain().is_empty() {
             match node.op_type.as_str() {
-                "Cast" => {
-                    if node.attribute("to") == Some(&Attribute::Int(code(DataType::Float32))) {
-                        node.attributes
-                            .insert("to".into(), Attribute::Int(code(to)));
-                    }
+                "Cast"
+                    if node.attribute("to") == Some(&Attribute::Int(code(DataType::Float32))) =>
+                {
+                    node.attributes
+                        .insert("to".into(), Attribute::Int(code(to)));
                 }
                 "ConstantOfShape" | "Constant" => {
                     if let Some(Attribute::Tensor(t)) = node.attributes.get("value") {

@@ -605,11 +605,9 @@ impl CpuKernel for Gqa {
             rotate(&mut kf, (b, s, nk, d), 2 * half, self.interleaved, cs);
         }
         // Present cache [b, nk, tp, d]: the past rows then the new ones at each batch's offset.
-        let tp = if first_prompt {
-            total_seq.max(s)
-        } else {
-            p_buf.max(total_seq)
-        };
+        // As onnxruntime, it keeps the past buffer's length when that is longer (the shared
+        // max-length buffer of past_present_share_buffer, the prompt step included).
+        let tp = total_seq.max(s).max(p_buf);
         let (kn, vn) = (bsh_to_bhsd(&kf, b, s, nk, d), bsh_to_bhsd(&vf, b, s, nk, d));
         let mut present_k = vec![0f32; b * nk * tp * d];
         let mut present_v = vec![0f32; b * nk * tp * d];
