@@ -100,7 +100,7 @@ def ours(cli: Path, path: Path, feeds, work: Path, graph: str, iterations: int,
     if r.returncode != 0 or not m:
         return None, (r.stderr + r.stdout)[-1500:]
     notes = [l for l in r.stdout.splitlines()
-             if l.startswith(("cuda graph", "  ", "outputs", "precision"))]
+             if l.startswith(("cuda graph", "  ", "outputs", "precision")) or "device node" in l]
     return float(m.group(1)), "\n".join(notes)
 
 

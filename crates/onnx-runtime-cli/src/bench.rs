@@ -103,6 +103,16 @@ pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
             if same { "equal" } else { "DIFFER from" }
         );
     }
+    let refused = session.refused_nodes();
+    if !refused.is_empty() {
+        println!(
+            "{} device node(s) had calls the device kernel refused (run by the CPU kernel):",
+            refused.len()
+        );
+        for (node, n) in refused.iter().take(8) {
+            println!("  {node}: {n} call(s)");
+        }
+    }
     if let Some(rows) = o.profile {
         let mut profile = Profile::new();
         for _ in 0..iterations {

@@ -79,6 +79,21 @@ impl CompiledGraph {
 
     /// Over every run so far: calls of device steps that ran on the device, and calls their
     /// CPU kernels took over.
+    /// Device nodes some of whose calls the device kernel refused (so the CPU ran them), with
+    /// how many.
+    pub fn refused_nodes(&self) -> Vec<(String, usize)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Device(d) if d.refused.load(Relaxed) > 0 => {
+                    Some((s.name.clone(), d.refused.load(Relaxed)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn device_calls(&self) -> (usize, usize) {
         use std::sync::atomic::Ordering::Relaxed;
         self.steps

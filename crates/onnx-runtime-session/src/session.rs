@@ -230,6 +230,12 @@ impl Session {
         self.graph.device_calls()
     }
 
+    /// The main graph's device nodes whose device kernel refused some calls so far (the CPU
+    /// kernel ran those), each with the number of refused calls.
+    pub fn refused_nodes(&self) -> Vec<(String, usize)> {
+        self.graph.refused_nodes()
+    }
+
     /// Which runs are recorded into device graphs: why none can be (the nodes that prevent it,
     /// empty when runs can be), and each input signature seen with its state (`warm` after
     /// its first run, `captured` with its replay count, or `eager` with the reason).

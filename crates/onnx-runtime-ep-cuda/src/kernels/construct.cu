@@ -1,5 +1,6 @@
 // Construction ops that compute values: Range (typed) and OneHot (by value width, any index
-// dtype). Both read their scalar inputs on the device, so they need no host read.
+// dtype). Range reads start/delta on the device (range_T) or takes their bits by value when the
+// session passed them in host memory (range_v_T, capturable without a device read).
 
 #define RANGE(NAME, T)                                                                       \
   extern "C" __global__ void range_##NAME(T *out, const T *start, const T *delta, i64 n,    \
@@ -9,13 +10,26 @@
     GRID_LOOP(i, n) { out[i * stride] = Narrow<T>::from(s + (decltype(s))i * d); }           \
   }
 
-RANGE(f32, float)
-RANGE(f64, double)
-RANGE(i16, short)
-RANGE(i32, int)
-RANGE(i64, long long)
-RANGE(f16, f16)
-RANGE(bf16, bf16)
+// start and delta as their little-endian bits in the low bytes of a u64.
+#define RANGE_V(NAME, T)                                                                     \
+  extern "C" __global__ void range_v_##NAME(T *out, unsigned long long sbits,                \
+                                            unsigned long long dbits, i64 n, i64 stride) {   \
+    T st, dt;                                                                                \
+    memcpy(&st, &sbits, sizeof(T));                                                          \
+    memcpy(&dt, &dbits, sizeof(T));                                                          \
+    auto s = widen(st);                                                                      \
+    auto d = widen(dt);                                                                      \
+    GRID_LOOP(i, n) { out[i * stride] = Narrow<T>::from(s + (decltype(s))i * d); }           \
+  }
+
+#define RANGES(NAME, T) RANGE(NAME, T) RANGE_V(NAME, T)
+RANGES(f32, float)
+RANGES(f64, double)
+RANGES(i16, short)
+RANGES(i32, int)
+RANGES(i64, long long)
+RANGES(f16, f16)
+RANGES(bf16, bf16)
 
 struct OneHotParams {
   i64 n;

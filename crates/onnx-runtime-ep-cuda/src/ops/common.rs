@@ -615,7 +615,7 @@ pub fn in_host_memory(base: &Base, positions: &[usize], inputs: &[TensorView<'_>
 /// Copies a tensor's elements of `w` bytes to the host in row-major order: read in place for a
 /// view of host memory; otherwise a copy from the device that synchronizes the stream, refused
 /// during capture, where the host cannot wait for the device.
-fn read_bytes(base: &Base, view: &TensorView<'_>, w: usize, what: &str) -> EpResult<Vec<u8>> {
+pub fn read_bytes(base: &Base, view: &TensorView<'_>, w: usize, what: &str) -> EpResult<Vec<u8>> {
     if view.device.kind == DeviceKind::Cpu {
         return Ok(read_host_bytes(view, w));
     }

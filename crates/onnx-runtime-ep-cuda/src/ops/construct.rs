@@ -1,7 +1,8 @@
 //! Construction ops: ConstantOfShape, Shape, Size, Range, OneHot, Trilu. `execute` reads no
-//! device data on the host (scalar inputs are read by the kernels themselves, the output shapes
-//! come resolved), so all of them can be captured at once; `output_types` reads the
-//! shape-carrying inputs (ConstantOfShape's shape, Range's bounds, OneHot's depth) on the host.
+//! device data on the host (scalar inputs are read by the kernels themselves, or passed by
+//! value when the session gave them in host memory; the output shapes come resolved), so all
+//! of them can be captured at once; `output_types` reads the shape-carrying inputs
+//! (ConstantOfShape's shape, Range's bounds, OneHot's depth) on the host.
 
 use super::common::*;
 use super::params::{FillParams, OneHotParams, TriluParams, ValuesParams, MAX_RANK};
@@ -28,6 +29,8 @@ struct ConstructKernel {
     op: Op,
     width_fns: Option<WidthFns>,
     typed: HashMap<DataType, Function>,
+    /// Range with start/delta by value (passed in host memory).
+    range_by_value: HashMap<DataType, Function>,
     values_fn: Option<Function>,
 }
 
@@ -256,8 +259,8 @@ impl Kernel for ConstructKernel {
     fn host_inputs(&self) -> Vec<usize> {
         match self.op {
             Op::ConstantOfShape { .. } => vec![0],
-            // start and delta also go to the kernel: only limit may be host memory.
-            Op::Range => vec![1],
+            // All three: start and delta in host memory go to the kernel by value.
+            Op::Range => vec![0, 1, 2],
             Op::OneHot { .. } => vec![1],
             _ => Vec::new(),
         }
@@ -302,10 +305,38 @@ impl Kernel for ConstructKernel {
             }
             Op::Range => {
                 let (start, delta) = (base.req(inputs, 0)?, base.req(inputs, 2)?);
-                let f = self.range_fn(start.dtype)?;
-                let (mut po, mut ps, mut pd) = (mut_ptr_of(out), ptr_of(start), ptr_of(delta));
+                let mut po = mut_ptr_of(out);
                 let mut n = out.numel() as i64;
                 let mut stride = out.strides[0] as i64;
+                if in_host_memory(base, &[0], inputs) || in_host_memory(base, &[2], inputs) {
+                    // By value: start/delta in host memory are read in place (nothing to read
+                    // on the device, so capturable); one of them on the device is copied.
+                    let f = self
+                        .range_by_value
+                        .get(&start.dtype)
+                        .copied()
+                        .ok_or_else(|| base.unsupported(start.dtype, "no by-value Range kernel"))?;
+                    let w = base.width(start.dtype)?;
+                    let bits = |v: &TensorView<'_>| -> EpResult<u64> {
+                        let b = read_bytes(base, v, w, "start/delta inputs")?;
+                        let mut word = [0u8; 8];
+                        word[..w].copy_from_slice(&b[..w]);
+                        Ok(u64::from_le_bytes(word))
+                    };
+                    let (mut sb, mut db) = (bits(start)?, bits(delta)?);
+                    let mut args = [
+                        arg(&mut po),
+                        arg(&mut sb),
+                        arg(&mut db),
+                        arg(&mut n),
+                        arg(&mut stride),
+                    ];
+                    // SAFETY: range_v_T(out, start bits, delta bits, n, stride) writes n
+                    // elements.
+                    return unsafe { base.rt.launch(f, n as u64, &mut args) };
+                }
+                let f = self.range_fn(start.dtype)?;
+                let (mut ps, mut pd) = (ptr_of(start), ptr_of(delta));
                 let mut args = [
                     arg(&mut po),
                     arg(&mut ps),
@@ -374,6 +405,7 @@ fn kernel(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, op: Op) -> ConstructKe
         op,
         width_fns: None,
         typed: HashMap::new(),
+        range_by_value: HashMap::new(),
         values_fn: None,
     }
 }
@@ -454,6 +486,8 @@ fn range(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Ker
     ] {
         k.typed
             .insert(dtype, module.function(&format!("range_{tag}"))?);
+        k.range_by_value
+            .insert(dtype, module.function(&format!("range_v_{tag}"))?);
     }
     Ok(Box::new(k))
 }
