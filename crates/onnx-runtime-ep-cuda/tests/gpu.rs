@@ -53,6 +53,8 @@ mod linalg;
 mod loss;
 #[path = "gpu/movement.rs"]
 mod movement;
+#[path = "gpu/nbits.rs"]
+mod nbits;
 #[path = "gpu/nms.rs"]
 mod nms;
 #[path = "gpu/norm.rs"]

@@ -17,6 +17,7 @@ mod linalg;
 mod loss;
 pub mod modules;
 mod movement;
+mod nbits;
 mod norm;
 pub mod params;
 mod pool;
@@ -62,6 +63,7 @@ pub fn registry() -> Registry {
     detection::register(&mut r);
     linalg::register(&mut r);
     deform_conv::register(&mut r);
+    nbits::register(&mut r);
     r
 }
 
@@ -85,5 +87,6 @@ pub fn family_modules() -> Vec<crate::compiler::ModuleSpec> {
     all.extend(detection::modules());
     all.extend(linalg::modules());
     all.extend(deform_conv::modules());
+    all.extend(nbits::modules());
     all
 }

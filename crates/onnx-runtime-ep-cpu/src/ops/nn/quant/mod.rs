@@ -3,6 +3,7 @@
 use crate::CpuRegistry;
 
 pub(crate) mod conv_integer;
+pub(crate) mod gather_block_quantized;
 pub(crate) mod matmul_integer;
 pub(crate) mod qlinear;
 pub(crate) mod qtypes;
@@ -14,4 +15,5 @@ pub fn register(r: &mut CpuRegistry) {
     quantize::register(r);
     qlinear::register(r);
     matmul_integer::register(r);
+    gather_block_quantized::register(r);
 }

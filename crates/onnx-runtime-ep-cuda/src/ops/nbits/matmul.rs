@@ -1,0 +1,569 @@
+//! com.microsoft MatMulNBits: `Y[.., M, N] = A[.., M, K] @ dequant(B)^T (+ bias)`, B packed
+//! `[N, k_blocks, blob]` with 2-, 4- or 8-bit codes in blocks of `block_size` (a power of
+//! two, at least 16) along K, scales `[N * k_blocks]` of A's type, zero points packed uint8
+//! like B or of A's type (default 2^(bits-1)), bias `[N]`.
+//!
+//! Two paths, picked per call by the row count M (every leading axis of A counts):
+//! - M <= [`GEMV_MAX_M`] (decode): `nbits_gemv`, which streams B once with 16-byte loads and
+//!   dequantizes in registers (see `kernels/nbits.cu`); rows of A go in groups of up to 4 per
+//!   block, the groups of one column block running side by side so B is read from memory once.
+//!   It needs rows of B of a multiple of 16 bytes at a 16-byte aligned address, integer zero
+//!   points (packed uint8 or the default) and A's rows at one stride; otherwise the GEMM path
+//!   below runs, for every M.
+//! - Larger M (prefill): B is dequantized into a workspace of A's type, at most
+//!   [`DEQUANT_BUDGET`] bytes at a time (tiles of columns), and each tile is one cuBLASLt
+//!   product into its columns of Y, with the bias in the epilogue.
+//!
+//! Every path accumulates in float32, whatever `accuracy_level` asks (a level is accepted, none
+//! lowers the precision; float32 products are true FP32 unless `ONNX_RUNTIME_CUDA_TF32=1`).
+//! `g_idx` (act-order, deprecated in the spec) is not taken: such a node runs on the CPU
+//! provider. Nothing reads the device on the host; after one eager run (which chooses the
+//! cuBLASLt algorithm and sizes the workspace) a signature can be captured.
+
+use super::{nbits_module, Workspace, FLOATS};
+use crate::ops::common::*;
+use crate::ops::gemm::driver::{FloatEngine, FloatProblem};
+use crate::ops::gemm::shape::{Act, Mat};
+use crate::runtime::{CuPtr, CudaRuntime, Function};
+use onnx_runtime_ep_api::{
+    CaptureSupport, EpError, EpResult, Kernel, KernelRequest, TensorMut, TensorView,
+};
+use onnx_runtime_ir::DataType;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The largest row count the GEMV path takes (larger products dequantize and run cuBLASLt).
+pub const GEMV_MAX_M: usize = 16;
+
+/// The most bytes of dequantized weights the prefill path holds at once.
+pub const DEQUANT_BUDGET: usize = 64 << 20;
+
+/// Threads of a GEMV block and columns of a column group (mirrors `NB_THREADS` / `NB_CPW`).
+const GEMV_THREADS: u32 = 256;
+const CPW: usize = 2;
+
+/// Blocks per SM of a GEMV whose A fits one tile (each walks several column groups).
+const GEMV_BLOCKS_PER_SM: usize = 2;
+
+/// Shared memory the GEMV's A tile may take.
+const GEMV_SMEM: usize = 40 << 10;
+
+/// Mirrors `NbGemv` in nbits.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct NbGemv {
+    a: u64,
+    b: u64,
+    scales: u64,
+    zp: u64,
+    bias: u64,
+    y: u64,
+    a_rs: i64,
+    a_ks: i64,
+    y_rs: i64,
+    m: i32,
+    n: i32,
+    k: i32,
+    kb: i32,
+    block_log2: i32,
+    row_bytes: i32,
+    zrow: i32,
+    chunks: i32,
+    wpc: i32,
+    tile_chunks: i32,
+    _pad0: i32,
+    _pad1: i32,
+}
+
+/// Mirrors `NbDequant` in nbits.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct NbDequant {
+    b: u64,
+    scales: u64,
+    zp: u64,
+    w: u64,
+    n_elems: i64,
+    n0: i32,
+    k: i32,
+    kb: i32,
+    block_log2: i32,
+    row_bytes: i32,
+    zrow: i32,
+    zp_kind: i32,
+    _pad: i32,
+}
+
+/// A GEMV launch: function, grid, dynamic shared bytes and parameters (pointers unset).
+type GemvLaunch = (Function, (u32, u32, u32), u32, NbGemv);
+
+/// The zero points of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Zp {
+    Default,
+    Packed(CuPtr),
+    /// Of A's type, one per block.
+    Float(CuPtr),
+}
+
+struct NBitsKernel {
+    base: Base,
+    k: usize,
+    n: usize,
+    bits: usize,
+    block: usize,
+    /// `nbits_gemv_<t>_b<bits>_m<mr>` by (dtype, rows per block).
+    gemv: HashMap<(DataType, usize), Function>,
+    dequant: HashMap<DataType, Function>,
+    float: FloatEngine,
+    ws: Workspace,
+    warmed: AtomicBool,
+}
+
+/// What a call computes, checked.
+struct Call {
+    dtype: DataType,
+    /// Rows of A (every leading axis) and the output shape.
+    m: usize,
+    out_shape: Vec<usize>,
+    zp: Zp,
+    bias: Option<CuPtr>,
+}
+
+impl NBitsKernel {
+    fn kb(&self) -> usize {
+        self.k.div_ceil(self.block)
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.kb() * self.block * self.bits / 8
+    }
+
+    /// Bytes per row of packed zero points.
+    fn zrow(&self) -> usize {
+        (self.kb() * self.bits).div_ceil(8)
+    }
+
+    fn plan(&self, inputs: &[TensorView<'_>]) -> EpResult<Call> {
+        let base = &self.base;
+        let (k, n, kb) = (self.k, self.n, self.kb());
+        let a = base.req(inputs, 0)?;
+        let dtype = a.dtype;
+        if !FLOATS.iter().any(|f| f.0 == dtype) {
+            return Err(base.unsupported(
+                dtype,
+                "MatMulNBits takes float32, float16 or bfloat16 activations",
+            ));
+        }
+        if a.shape.last() != Some(&k) {
+            return Err(base.err(format!("A {:?} must end in K={k}", a.shape)));
+        }
+        check_view_rank(base, a.shape)?;
+        let b = base.req(inputs, 1)?;
+        if b.dtype != DataType::Uint8 || b.numel() != n * self.row_bytes() {
+            return Err(base.err(format!(
+                "B must be uint8 with N*k_blocks*blob = {} bytes, got {} {:?}",
+                n * self.row_bytes(),
+                b.dtype,
+                b.shape
+            )));
+        }
+        let scales = base.req(inputs, 2)?;
+        if scales.dtype != dtype || scales.numel() != n * kb {
+            return Err(base.err(format!(
+                "scales must be {dtype} with N*k_blocks = {} values, got {} {:?}",
+                n * kb,
+                scales.dtype,
+                scales.shape
+            )));
+        }
+        let zp = match base.input(inputs, 3) {
+            None => Zp::Default,
+            Some(z) if z.dtype == DataType::Uint8 => {
+                if z.numel() != n * self.zrow() {
+                    return Err(base.err(format!(
+                        "packed zero_points has {} bytes; want N*ceil(k_blocks*bits/8) = {}",
+                        z.numel(),
+                        n * self.zrow()
+                    )));
+                }
+                Zp::Packed(ptr_of(z))
+            }
+            Some(z) if z.dtype == dtype => {
+                if z.numel() != n * kb {
+                    return Err(base.err(format!(
+                        "zero_points of A's type must have N*k_blocks = {} values, got {:?}",
+                        n * kb,
+                        z.shape
+                    )));
+                }
+                Zp::Float(ptr_of(z))
+            }
+            Some(z) => {
+                return Err(base.err(format!(
+                    "zero_points must be uint8 (packed) or {dtype} (A's type), got {}",
+                    z.dtype
+                )))
+            }
+        };
+        for (pos, what) in [(1, "B"), (2, "scales"), (3, "zero_points"), (5, "bias")] {
+            if let Some(v) = base.input(inputs, pos) {
+                if !is_contiguous_view(v) {
+                    return Err(base.err(format!(
+                        "{what} must be contiguous (it is a constant in exported models)"
+                    )));
+                }
+            }
+        }
+        let bias = match base.input(inputs, 5) {
+            None => None,
+            Some(b) => {
+                if b.dtype != dtype || b.numel() != n {
+                    return Err(base.err(format!(
+                        "bias must be {dtype} with N={n} values, got {} {:?}",
+                        b.dtype, b.shape
+                    )));
+                }
+                Some(ptr_of(b))
+            }
+        };
+        let m = a.numel() / k.max(1);
+        let mut out_shape = a.shape.to_vec();
+        *out_shape.last_mut().expect("rank >= 1") = n;
+        Ok(Call {
+            dtype,
+            m: if k == 0 { 0 } else { m },
+            out_shape,
+            zp,
+            bias,
+        })
+    }
+
+    /// The GEMV launch for `m` rows, when the call qualifies: (function, grid, shared bytes,
+    /// parameters without pointers).
+    fn gemv_launch(
+        &self,
+        call: &Call,
+        b_ptr: CuPtr,
+        a_rows: Option<(i64, i64)>,
+    ) -> Option<GemvLaunch> {
+        let row_bytes = self.row_bytes();
+        let (a_rs, a_ks) = a_rows?;
+        if call.m == 0
+            || call.m > GEMV_MAX_M
+            || !row_bytes.is_multiple_of(16)
+            || !b_ptr.is_multiple_of(16)
+            || matches!(call.zp, Zp::Float(_))
+            || self.k > i32::MAX as usize / 2
+        {
+            return None;
+        }
+        let mr = match call.m {
+            1 => 1,
+            2 => 2,
+            _ => 4,
+        };
+        let f = *self.gemv.get(&(call.dtype, mr))?;
+        let e = 128 / self.bits;
+        let chunks = row_bytes / 16;
+        let grid_x = call.m.div_ceil(mr);
+        let sms = self.base.rt.sm_count().max(1) as usize;
+        let blocks = |wpc: usize| self.n.div_ceil(CPW * 8 / wpc);
+        let mut wpc = 1;
+        while wpc < 8 && grid_x * blocks(wpc) < 2 * sms && chunks >= 64 * wpc {
+            wpc *= 2;
+        }
+        let max_tile = GEMV_SMEM / (mr * (e + 4) * 4);
+        let lanes = 32 * wpc;
+        let mut tile = chunks.min(max_tile);
+        if tile < chunks && tile >= lanes {
+            tile = tile / lanes * lanes;
+        }
+        // One A tile: a block walks several column groups (A staged once for them).
+        let grid_y = if tile >= chunks {
+            blocks(wpc).min(GEMV_BLOCKS_PER_SM * sms)
+        } else {
+            blocks(wpc)
+        };
+        if grid_y > 65535 {
+            return None;
+        }
+        let p = NbGemv {
+            a_rs,
+            a_ks,
+            m: call.m as i32,
+            n: self.n as i32,
+            k: self.k as i32,
+            kb: self.kb() as i32,
+            block_log2: self.block.trailing_zeros() as i32,
+            row_bytes: row_bytes as i32,
+            zrow: self.zrow() as i32,
+            chunks: chunks as i32,
+            wpc: wpc as i32,
+            tile_chunks: tile.max(1) as i32,
+            ..Default::default()
+        };
+        let smem = (mr * tile.max(1) * (e + 4) * 4) as u32;
+        Some((f, (grid_x as u32, grid_y as u32, 1), smem, p))
+    }
+
+    /// The prefill path: dequantize tiles of columns and multiply each with cuBLASLt.
+    fn run_gemm(
+        &self,
+        call: &Call,
+        a: &TensorView<'_>,
+        inputs: &[TensorView<'_>],
+        out: &TensorMut<'_>,
+    ) -> EpResult<()> {
+        let base = &self.base;
+        let w = call.dtype.element_size().unwrap_or(4);
+        let (k, n, kb) = (self.k, self.n, self.kb());
+        let tn = (DEQUANT_BUDGET / (k * w).max(1)).clamp(1, n);
+        let ws = self.ws.get(base, tn * k * w, "dequantized weights")?;
+        let f = self.dequant[&call.dtype];
+        let b = base.req(inputs, 1)?;
+        let scales = base.req(inputs, 2)?;
+        let (zp, zp_kind) = match call.zp {
+            Zp::Default => (0, 0),
+            Zp::Packed(p) => (p, 1),
+            Zp::Float(p) => (p, 2),
+        };
+        // A as a batch of [rows, K] matrices; Y likewise, with N columns.
+        let am = Mat::of(ptr_of(a), a.shape, a.strides, true, false, false);
+        let om = Mat::of(mut_ptr_of(out), out.shape, out.strides, true, false, false);
+        let mut n0 = 0;
+        while n0 < n {
+            let cols = tn.min(n - n0);
+            let mut p = NbDequant {
+                b: ptr_of(b),
+                scales: ptr_of(scales),
+                zp,
+                w: ws,
+                n_elems: (cols * k) as i64,
+                n0: n0 as i32,
+                k: k as i32,
+                kb: kb as i32,
+                block_log2: self.block.trailing_zeros() as i32,
+                row_bytes: self.row_bytes() as i32,
+                zrow: self.zrow() as i32,
+                zp_kind,
+                _pad: 0,
+            };
+            let mut args = [arg(&mut p)];
+            // SAFETY: nbits_dequant reads B, scales and zero points inside the checked views
+            // (columns n0..n0+cols) and writes cols*K elements of the workspace.
+            unsafe { base.rt.launch(f, (cols * k) as u64, &mut args)? };
+            // W tile [cols, K] row-major is the [K, cols] right operand with unit row stride.
+            let wm = Mat {
+                ptr: ws,
+                batch: Vec::new(),
+                bstrides: Vec::new(),
+                rows: k,
+                cols,
+                rs: 1,
+                cs: k as i64,
+            };
+            let mut o = om.clone();
+            o.ptr = om.ptr + (n0 as i64 * om.cs * w as i64) as CuPtr;
+            o.cols = cols;
+            self.float.run(
+                base,
+                &FloatProblem {
+                    dtype: call.dtype,
+                    a: am.clone(),
+                    b: wm,
+                    out: o,
+                    alpha: 1.0,
+                    beta: 0.0,
+                    c: None,
+                    bias: call.bias.map(|bp| (bp + (n0 * w) as CuPtr, 1)),
+                    act: Act::None,
+                },
+            )?;
+            n0 += cols;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a view is dense row-major.
+fn is_contiguous_view(v: &TensorView<'_>) -> bool {
+    onnx_runtime_ep_api::is_contiguous(v.shape, v.strides)
+}
+
+/// A's (row stride, element stride) when every leading axis folds into one row axis.
+fn row_strides(shape: &[usize], strides: &[usize]) -> Option<(i64, i64)> {
+    let r = shape.len();
+    let ks = strides[r - 1] as i64;
+    if r == 1 {
+        return Some((0, ks));
+    }
+    // Drop size-1 leading axes; the rest must nest (stride[i] = stride[i+1] * shape[i+1]).
+    let lead: Vec<(usize, usize)> = shape[..r - 1]
+        .iter()
+        .zip(&strides[..r - 1])
+        .filter(|(&d, _)| d != 1)
+        .map(|(&d, &s)| (d, s))
+        .collect();
+    match lead.last() {
+        None => Some((0, ks)),
+        Some(&(_, rs)) => {
+            let nests = lead.windows(2).all(|w| w[0].1 == w[1].1 * w[1].0);
+            nests.then_some((rs as i64, ks))
+        }
+    }
+}
+
+impl Kernel for NBitsKernel {
+    fn output_types(&self, inputs: &[TensorView<'_>]) -> EpResult<OutputTypes> {
+        let call = self.plan(inputs)?;
+        Ok(vec![(call.dtype, call.out_shape)])
+    }
+
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorMut<'_>]) -> EpResult<()> {
+        let base = &self.base;
+        let call = self.plan(inputs)?;
+        base.expect_outputs(outputs, &[(call.dtype, call.out_shape.clone())])?;
+        let out = &outputs[0];
+        if out.numel() == 0 {
+            return Ok(());
+        }
+        let a = base.req(inputs, 0)?;
+        let b = base.req(inputs, 1)?;
+        let y_rows = row_strides(out.shape, out.strides).filter(|&(_, cs)| cs == 1);
+        let launch = match y_rows {
+            Some(_) => self.gemv_launch(&call, ptr_of(b), row_strides(a.shape, a.strides)),
+            None => None,
+        };
+        match launch {
+            Some((f, grid, smem, mut p)) => {
+                let (y_rs, _) = y_rows.expect("checked above");
+                p.a = ptr_of(a);
+                p.b = ptr_of(b);
+                p.scales = ptr_of(base.req(inputs, 2)?);
+                p.zp = match call.zp {
+                    Zp::Packed(z) => z,
+                    _ => 0,
+                };
+                p.bias = call.bias.unwrap_or(0);
+                p.y = mut_ptr_of(out);
+                p.y_rs = if call.m == 1 { self.n as i64 } else { y_rs };
+                let mut args = [arg(&mut p)];
+                // SAFETY: nbits_gemv_* (256 threads, `smem` bytes of A tile) reads the checked
+                // views of A, B, scales, zero points and bias and writes M x N outputs at the
+                // output's row stride.
+                unsafe {
+                    base.rt
+                        .launch_cfg(f, grid, (GEMV_THREADS, 1, 1), smem, &mut args)?
+                };
+            }
+            None => self.run_gemm(&call, a, inputs, out)?,
+        }
+        if !base.rt.is_capturing() {
+            self.warmed.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn capture_support(&self) -> CaptureSupport {
+        if self.warmed.load(Ordering::Acquire) {
+            CaptureSupport::Supported
+        } else {
+            CaptureSupport::Unsupported {
+                reason: format!(
+                    "{}: MatMulNBits sizes its workspace and chooses its cuBLASLt algorithm on \
+                     its first eager run; run it once before capturing",
+                    self.base.node
+                ),
+            }
+        }
+    }
+}
+
+fn positive(node: &onnx_runtime_ir::Node, name: &str) -> EpResult<usize> {
+    match attr_int(node, name)? {
+        Some(v) if v > 0 && v <= i32::MAX as i64 => Ok(v as usize),
+        _ => Err(EpError::invalid_attribute(
+            node,
+            name,
+            "is required and must be positive",
+        )),
+    }
+}
+
+pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Kernel>> {
+    let nd = req.node;
+    let (k, n) = (positive(nd, "K")?, positive(nd, "N")?);
+    let bits = attr_int(nd, "bits")?.unwrap_or(4);
+    if ![2, 4, 8].contains(&bits) {
+        return Err(EpError::invalid_attribute(
+            nd,
+            "bits",
+            format!("{bits} is not 2, 4 or 8"),
+        ));
+    }
+    let block = positive(nd, "block_size")?;
+    if block < 16 || !block.is_power_of_two() {
+        return Err(EpError::invalid_attribute(
+            nd,
+            "block_size",
+            format!("{block} must be a power of two >= 16"),
+        ));
+    }
+    let level = attr_int(nd, "accuracy_level")?.unwrap_or(0);
+    if !(0..=4).contains(&level) {
+        return Err(EpError::invalid_attribute(
+            nd,
+            "accuracy_level",
+            format!("{level} is not 0 to 4"),
+        ));
+    }
+    if attr_int(nd, "weight_prepacked")?.unwrap_or(0) != 0 {
+        return Err(EpError::invalid_attribute(
+            nd,
+            "weight_prepacked",
+            "EP-prepacked (fpA_intB) weight layouts are not supported; export unprepacked \
+             weights",
+        ));
+    }
+    if nd.inputs.get(4).copied().flatten().is_some() {
+        return Err(EpError::UnsupportedOp {
+            ep: "cuda".into(),
+            node: nd.describe(),
+            domain_op: "com.microsoft::MatMulNBits with g_idx".into(),
+            opset: req.opset,
+            hint: "the CUDA kernel does not take g_idx (act-order); the CPU provider runs it"
+                .into(),
+        });
+    }
+    let base = Base::new(rt, nd);
+    let module = base.module(&nbits_module())?;
+    let mut gemv = HashMap::new();
+    let mut dequant = HashMap::new();
+    for (dtype, tag) in FLOATS {
+        for mr in [1, 2, 4] {
+            gemv.insert(
+                (dtype, mr),
+                module.function(&format!("nbits_gemv_{tag}_b{bits}_m{mr}"))?,
+            );
+        }
+        dequant.insert(
+            dtype,
+            module.function(&format!("nbits_dequant_{tag}_b{bits}"))?,
+        );
+    }
+    let float = FloatEngine::new(&base)?;
+    Ok(Box::new(NBitsKernel {
+        ws: Workspace::new(rt),
+        base,
+        k,
+        n,
+        bits: bits as usize,
+        block,
+        gemv,
+        dequant,
+        float,
+        warmed: AtomicBool::new(false),
+    }))
+}
