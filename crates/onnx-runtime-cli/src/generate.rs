@@ -52,9 +52,19 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub ignore_eos: bool,
     /// Measure decoding: one short warm-up generation, then exactly --max-new-tokens
-    /// tokens (end-of-sequence ignored), printing only the timing.
+    /// tokens (end-of-sequence ignored), printing only the timing (and, with --ep cuda, the
+    /// CUDA graphs of the prompt and decode steps).
     #[arg(long)]
     pub bench: bool,
+    /// Cap the sequence (prompt and new tokens) below the folder's search.max_length: a
+    /// shared KV buffer (past_present_share_buffer) then has this many rows, not the whole
+    /// context's, as onnxruntime-genai's max_length search option.
+    #[arg(long, value_name = "N")]
+    pub max_length: Option<usize>,
+    /// Print the generated token ids (space-separated) instead of their text, also when the
+    /// folder has a tokenizer.
+    #[arg(long)]
+    pub print_ids: bool,
     #[command(flatten)]
     pub exec: crate::Exec,
 }
@@ -109,12 +119,52 @@ fn report(out: &Generation) {
     let _ = writeln!(err, "generated {} tokens; stopped: {why}", out.tokens.len());
 }
 
+/// The session's CUDA graphs after a bench: each input signature seen, named by its step
+/// kind (the decode step feeds one token), with its state and replays.
+fn print_graphs(model: &Model) {
+    let report = model.session.capture_report();
+    let mut err = std::io::stderr().lock();
+    if !report.blockers.is_empty() {
+        let _ = writeln!(
+            err,
+            "cuda graph: not used, {} node(s) prevent it:",
+            report.blockers.len()
+        );
+        for b in report.blockers.iter().take(5) {
+            let _ = writeln!(err, "  {b}");
+        }
+        return;
+    }
+    let ids = model
+        .session
+        .inputs()
+        .iter()
+        .position(|io| io.name == model.config.io.input_ids);
+    for sig in &report.signatures {
+        let one_token = ids
+            .and_then(|i| sig.inputs.get(i))
+            .is_some_and(|s| s.ends_with("[1, 1]"));
+        let what = if one_token { "decode" } else { "prompt" };
+        let _ = writeln!(
+            err,
+            "cuda graph ({what} step, inputs {}): {}, {} replays, {:.1} MiB of graph memory",
+            sig.inputs.join(" "),
+            sig.state,
+            sig.replays,
+            sig.graph_bytes as f64 / (1 << 20) as f64
+        );
+    }
+}
+
 /// Runs `generate`: loads the folder, streams the new text (or ids, without a tokenizer) to
 /// stdout, then the timing to stderr.
 pub fn generate(args: GenerateArgs, options: SessionOptions) -> Result<(), String> {
     let t0 = Instant::now();
-    let model = Model::load(&args.model_dir, options).map_err(|e| e.to_string())?;
+    let mut model = Model::load(&args.model_dir, options).map_err(|e| e.to_string())?;
     let load = t0.elapsed();
+    if let Some(n) = args.max_length {
+        model.set_max_length(n).map_err(|e| e.to_string())?;
+    }
     let prompt = match (&args.prompt, &args.prompt_ids) {
         (_, Some(ids)) => ids.clone(),
         (Some(text), None) => model.encode(text).map_err(|e| e.to_string())?,
@@ -145,9 +195,12 @@ pub fn generate(args: GenerateArgs, options: SessionOptions) -> Result<(), Strin
             ms(load)
         );
         report(&out);
+        if model.session.device().is_some() {
+            print_graphs(&model);
+        }
         return Ok(());
     }
-    let ids_only = model.tokenizer.is_none();
+    let ids_only = args.print_ids || model.tokenizer.is_none();
     let mut stdout = std::io::stdout().lock();
     let mut first = true;
     opts.keep_logits = false;

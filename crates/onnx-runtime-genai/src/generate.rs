@@ -4,6 +4,7 @@
 
 use crate::arch::{check_model, Architecture};
 use crate::config::ModelConfig;
+use crate::device_step::DeviceStepRunner;
 use crate::error::{GenError, GenResult};
 use crate::sampling::{choose, Rng, SamplingOptions};
 use crate::step::{HostStepRunner, StepLogits, StepRunner};
@@ -84,9 +85,45 @@ impl Model {
         })
     }
 
-    /// A fresh host-value step runner (an empty cache) over the model's session.
-    pub fn runner(&self) -> GenResult<HostStepRunner> {
+    /// A fresh step runner (an empty cache) over the model's session: a
+    /// [`DeviceStepRunner`] (the cache in device memory) when the session has a device, else a
+    /// [`HostStepRunner`].
+    pub fn runner(&self) -> GenResult<Box<dyn StepRunner>> {
+        Ok(match self.session.device() {
+            Some(_) => Box::new(self.device_runner()?),
+            None => Box::new(self.host_runner()?),
+        })
+    }
+
+    /// A fresh host-value step runner, whatever the session runs on.
+    pub fn host_runner(&self) -> GenResult<HostStepRunner> {
         HostStepRunner::new(self.session.clone(), &self.config)
+    }
+
+    /// A fresh device-cache step runner (an error when the session has no device).
+    pub fn device_runner(&self) -> GenResult<DeviceStepRunner> {
+        DeviceStepRunner::new(self.session.clone(), &self.config)
+    }
+
+    /// Caps the sequence length (prompt and generated tokens) the runners allocate for and
+    /// stop at, as onnxruntime-genai's `max_length` search option: a shared KV buffer then
+    /// has `max_length` rows instead of the folder's `search.max_length` (often the whole
+    /// context). An error when it is below 2 or above the model's context length.
+    pub fn set_max_length(&mut self, max_length: usize) -> GenResult<()> {
+        if max_length < 2 {
+            return Err(GenError::option(
+                "max_length",
+                format!("is {max_length}: it must leave room for a prompt token and a new one"),
+            ));
+        }
+        if let Some(c) = self.config.context_length.filter(|&c| max_length > c) {
+            return Err(GenError::option(
+                "max_length",
+                format!("is {max_length}, above the model's context length {c}"),
+            ));
+        }
+        self.config.search.max_length = Some(max_length);
+        Ok(())
     }
 
     /// The token ids of a text prompt; an error when the folder has no tokenizer.
@@ -109,13 +146,25 @@ impl Model {
         on_token: &mut dyn FnMut(&TokenEvent<'_>),
     ) -> GenResult<Generation> {
         let mut runner = self.runner()?;
+        self.generate_with(runner.as_mut(), prompt, options, on_token)
+    }
+
+    /// [`Model::generate`] with a given runner (a [`HostStepRunner`] on a device session, to
+    /// compare; or one kept between generations).
+    pub fn generate_with(
+        &self,
+        runner: &mut dyn StepRunner,
+        prompt: &[u32],
+        options: &GenerateOptions,
+        on_token: &mut dyn FnMut(&TokenEvent<'_>),
+    ) -> GenResult<Generation> {
         let stop = options
             .stop_tokens
             .clone()
             .unwrap_or_else(|| self.config.eos_token_ids.clone());
         let decoder = self.tokenizer.as_ref().map(|t| t as &dyn Decode);
         generate(
-            &mut runner,
+            runner,
             decoder,
             prompt,
             &GenerateOptions {

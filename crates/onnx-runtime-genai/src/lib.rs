@@ -17,10 +17,14 @@
 //!
 //! The loop ([`generate()`]) sees the model only through [`StepRunner`]; [`HostStepRunner`]
 //! feeds host values and keeps each step's presents as the next past (growing by Concat, or
-//! one fixed buffer of `max_length` rows with `past_present_share_buffer`). Batch size 1.
+//! one fixed buffer of `max_length` rows with `past_present_share_buffer`).
+//! [`DeviceStepRunner`], chosen when the session has a device, keeps the cache in device
+//! memory, and with a shared buffer gives every decode step the same input signature, so one
+//! CUDA graph serves them all. Batch size 1.
 
 mod arch;
 mod config;
+mod device_step;
 mod error;
 mod generate;
 pub mod sampling;
@@ -29,6 +33,7 @@ mod tokenizer;
 
 pub use arch::{check_model, Architecture, Quantization};
 pub use config::{Format, IoNames, ModelConfig, SearchDefaults, OPTIMUM_MODEL_FILES};
+pub use device_step::DeviceStepRunner;
 pub use error::{GenError, GenResult};
 pub use generate::{
     generate, inspect, GenerateOptions, Generation, Inspection, Model, StopReason, Timing,

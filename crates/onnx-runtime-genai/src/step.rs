@@ -2,8 +2,8 @@
 //! implementation [`HostStepRunner`]: it builds the step's feeds (ids, mask, positions, the
 //! past), runs the session, keeps the presents as the next past and returns the logits.
 //!
-//! The sampling and the loop only see [`StepRunner`], so a runner that keeps the cache on the
-//! device (IO binding, in-place updates) replaces this one without touching them.
+//! The sampling and the loop only see [`StepRunner`]; [`crate::DeviceStepRunner`] keeps the
+//! cache in device memory instead. Both build their feeds with [`StepLayout`].
 
 use crate::config::{IoNames, ModelConfig};
 use crate::error::{GenError, GenResult};
@@ -47,8 +47,8 @@ pub trait StepRunner {
 
 /// An integer input: its name and element type (int64 or int32).
 #[derive(Clone, Debug)]
-struct IntInput {
-    name: String,
+pub(crate) struct IntInput {
+    pub name: String,
     dtype: DataType,
 }
 
@@ -59,29 +59,6 @@ impl IntInput {
             _ => Tensor::from_vec(shape, values.collect()),
         }
     }
-}
-
-/// [`StepRunner`] over [`Session::run`] with host values: the presents a step returns are
-/// the next step's past (no copy: values share their storage). With
-/// `past_present_share_buffer` the past is one buffer of `max_length` rows per layer from the
-/// start, and the attention mask says how many rows are valid.
-pub struct HostStepRunner {
-    session: Arc<Session>,
-    input_ids: IntInput,
-    attention_mask: Option<IntInput>,
-    position_ids: Option<IntInput>,
-    /// A bool `[1]` input of Optimum's merged decoders: true once the cache has tokens.
-    use_cache_branch: Option<String>,
-    /// (past name, present name), keys and values interleaved: k0, v0, k1, v1...
-    cache_names: Vec<(String, String)>,
-    kv_dtype: DataType,
-    kv_shape: [usize; 2],
-    /// Rows of the shared buffer, or `None` for a growing cache.
-    share_buffer: Option<usize>,
-    capacity: Option<usize>,
-    logits: String,
-    past: Vec<Value>,
-    cached: usize,
 }
 
 fn int_input(session: &Session, name: &str) -> Option<IntInput> {
@@ -96,11 +73,31 @@ fn int_input(session: &Session, name: &str) -> Option<IntInput> {
     })
 }
 
-impl HostStepRunner {
-    /// A runner for `session`, built from `cfg` (names, cache layout, limits). The
+/// What both runners know about the decoder's inputs and outputs: names, the cache's dtype
+/// and layout, limits; and how one step's small feeds are built.
+pub(crate) struct StepLayout {
+    pub session: Arc<Session>,
+    pub input_ids: IntInput,
+    pub attention_mask: Option<IntInput>,
+    pub position_ids: Option<IntInput>,
+    /// A bool `[1]` input of Optimum's merged decoders: true once the cache has tokens.
+    pub use_cache_branch: Option<String>,
+    /// (past name, present name), keys and values interleaved: k0, v0, k1, v1...
+    pub cache_names: Vec<(String, String)>,
+    pub kv_dtype: DataType,
+    /// KV heads and head size.
+    pub kv_shape: [usize; 2],
+    /// Rows of the shared buffer, or `None` for a growing cache.
+    pub share_buffer: Option<usize>,
+    pub capacity: Option<usize>,
+    pub logits: String,
+}
+
+impl StepLayout {
+    /// The layout of `session`'s decoder, from `cfg` (names, cache layout, limits). The
     /// configuration is expected to have been checked against the graph
     /// ([`crate::check_model`]).
-    pub fn new(session: Arc<Session>, cfg: &ModelConfig) -> GenResult<HostStepRunner> {
+    pub fn new(session: Arc<Session>, cfg: &ModelConfig) -> GenResult<StepLayout> {
         let io = &cfg.io;
         let mismatch = |message: String| GenError::ModelMismatch {
             model: cfg.model_file.clone(),
@@ -155,7 +152,7 @@ impl HostStepRunner {
                 "past_present_share_buffer needs an attention_mask input: it tells the model how many cache rows are valid".into(),
             ));
         }
-        let mut r = HostStepRunner {
+        Ok(StepLayout {
             session,
             input_ids,
             attention_mask,
@@ -167,24 +164,139 @@ impl HostStepRunner {
             share_buffer,
             capacity: share_buffer.or(cfg.max_length()),
             logits: io.logits.clone(),
+        })
+    }
+
+    /// An empty past for one layer's key or value: `max_length` zero rows with a shared
+    /// buffer, else no rows.
+    pub fn empty_past(&self) -> Tensor {
+        let rows = self.share_buffer.unwrap_or(0);
+        Tensor::zeros(
+            self.kv_dtype,
+            vec![1, self.kv_shape[0], rows, self.kv_shape[1]],
+        )
+    }
+
+    /// The cache length after feeding `n` tokens to a cache of `cached`; an error when it
+    /// would not fit.
+    pub fn total_after(&self, cached: usize, n: usize) -> GenResult<usize> {
+        if n == 0 {
+            return Err(GenError::option(
+                "prompt",
+                "is empty: give at least one token",
+            ));
+        }
+        let total = cached + n;
+        if let Some(cap) = self.capacity {
+            if total > cap {
+                return Err(GenError::PromptTooLong {
+                    prompt: total,
+                    limit: cap,
+                    what: if self.share_buffer.is_some() {
+                        "the KV cache (search.max_length)"
+                    } else {
+                        "the model's context"
+                    },
+                });
+            }
+        }
+        Ok(total)
+    }
+
+    /// The step's feeds other than the cache: `input_ids` [1, n], `attention_mask` (ones over
+    /// the `total` tokens; with `mask_len`, padded with zeros to that length), `position_ids`
+    /// [1, n] (the new tokens' positions) and `use_cache_branch`.
+    pub fn small_feeds(
+        &self,
+        tokens: &[u32],
+        cached: usize,
+        mask_len: Option<usize>,
+    ) -> Vec<(&str, Value)> {
+        let (n, total) = (tokens.len(), cached + tokens.len());
+        let mut feeds: Vec<(&str, Value)> = Vec::with_capacity(4);
+        feeds.push((
+            &self.input_ids.name,
+            self.input_ids
+                .tensor(vec![1, n], tokens.iter().map(|&t| t as i64))
+                .into(),
+        ));
+        if let Some(m) = &self.attention_mask {
+            let len = mask_len.unwrap_or(total).max(total);
+            let ones = std::iter::repeat_n(1, total);
+            let zeros = std::iter::repeat_n(0, len - total);
+            feeds.push((&m.name, m.tensor(vec![1, len], ones.chain(zeros)).into()));
+        }
+        if let Some(p) = &self.position_ids {
+            feeds.push((
+                &p.name,
+                p.tensor(vec![1, n], (cached as i64)..(total as i64)).into(),
+            ));
+        }
+        if let Some(name) = &self.use_cache_branch {
+            feeds.push((name, Tensor::from_bools(vec![1], &[cached > 0]).into()));
+        }
+        feeds
+    }
+
+    /// Checks a present's shape after a step that leaves `total` tokens in the cache: as
+    /// many rows as the shared buffer, or at least `total` rows.
+    pub fn check_present(
+        &self,
+        present: &str,
+        shape: Option<&[usize]>,
+        total: usize,
+        what: impl FnOnce() -> String,
+    ) -> GenResult<()> {
+        let rows = shape.and_then(|s| (s.len() == 4).then(|| s[2]));
+        let want = self.share_buffer.unwrap_or(total);
+        if rows.is_none_or(|r| r < total || (self.share_buffer.is_some() && r != want)) {
+            return Err(GenError::Output {
+                name: present.to_string(),
+                message: format!(
+                    "is {}; [1, kv_heads, {want}, head_size] expected after {total} tokens",
+                    what()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The error for an output the model did not return.
+    pub fn missing(name: &str) -> GenError {
+        GenError::Output {
+            name: name.to_string(),
+            message: "is not among the model's outputs".into(),
+        }
+    }
+}
+
+/// [`StepRunner`] over [`Session::run`] with host values: the presents a step returns are
+/// the next step's past (no copy: values share their storage). With
+/// `past_present_share_buffer` the past is one buffer of `max_length` rows per layer from the
+/// start, and the attention mask says how many rows are valid.
+pub struct HostStepRunner {
+    layout: StepLayout,
+    past: Vec<Value>,
+    cached: usize,
+}
+
+impl HostStepRunner {
+    /// A runner for `session`, built from `cfg` (names, cache layout, limits). The
+    /// configuration is expected to have been checked against the graph
+    /// ([`crate::check_model`]).
+    pub fn new(session: Arc<Session>, cfg: &ModelConfig) -> GenResult<HostStepRunner> {
+        let mut r = HostStepRunner {
+            layout: StepLayout::new(session, cfg)?,
             past: Vec::new(),
             cached: 0,
         };
         r.reset();
         Ok(r)
     }
-
-    fn empty_past(&self) -> Value {
-        let rows = self.share_buffer.unwrap_or(0);
-        Value::Tensor(Tensor::zeros(
-            self.kv_dtype,
-            vec![1, self.kv_shape[0], rows, self.kv_shape[1]],
-        ))
-    }
 }
 
 /// Logits `[batch, rows, vocab]` (or `[batch, vocab]`) of batch 1 as f32.
-fn logits_of(name: &str, v: &Value, tokens: usize) -> GenResult<StepLogits> {
+pub(crate) fn logits_of(name: &str, v: &Value, tokens: usize) -> GenResult<StepLogits> {
     let err = |message: String| GenError::Output {
         name: name.to_string(),
         message,
@@ -218,85 +330,31 @@ fn logits_of(name: &str, v: &Value, tokens: usize) -> GenResult<StepLogits> {
 
 impl StepRunner for HostStepRunner {
     fn step(&mut self, tokens: &[u32]) -> GenResult<StepLogits> {
-        let n = tokens.len();
-        if n == 0 {
-            return Err(GenError::option(
-                "prompt",
-                "is empty: give at least one token",
-            ));
-        }
-        let (past, total) = (self.cached, self.cached + n);
-        if let Some(cap) = self.capacity {
-            if total > cap {
-                return Err(GenError::PromptTooLong {
-                    prompt: total,
-                    limit: cap,
-                    what: if self.share_buffer.is_some() {
-                        "the KV cache (search.max_length)"
-                    } else {
-                        "the model's context"
-                    },
-                });
-            }
-        }
-        let mut feeds: Vec<(&str, Value)> = Vec::with_capacity(4 + self.past.len());
-        feeds.push((
-            &self.input_ids.name,
-            self.input_ids
-                .tensor(vec![1, n], tokens.iter().map(|&t| t as i64))
-                .into(),
-        ));
-        if let Some(m) = &self.attention_mask {
-            feeds.push((
-                &m.name,
-                m.tensor(vec![1, total], std::iter::repeat_n(1, total))
-                    .into(),
-            ));
-        }
-        if let Some(p) = &self.position_ids {
-            feeds.push((
-                &p.name,
-                p.tensor(vec![1, n], (past as i64)..(total as i64)).into(),
-            ));
-        }
-        if let Some(name) = &self.use_cache_branch {
-            feeds.push((name, Tensor::from_bools(vec![1], &[past > 0]).into()));
-        }
-        for ((name, _), v) in self.cache_names.iter().zip(&self.past) {
+        let l = &self.layout;
+        let total = l.total_after(self.cached, tokens.len())?;
+        let mut feeds = l.small_feeds(tokens, self.cached, None);
+        for ((name, _), v) in l.cache_names.iter().zip(&self.past) {
             feeds.push((name, v.clone()));
         }
-        let outputs = self.session.run(&feeds)?;
+        let outputs = l.session.run(&feeds)?;
         drop(feeds);
         let mut logits = None;
-        let mut next: Vec<Option<Value>> = vec![None; self.cache_names.len()];
+        let mut next: Vec<Option<Value>> = vec![None; l.cache_names.len()];
         for (name, value) in outputs {
-            if name == self.logits {
-                logits = Some(logits_of(&name, &value, n)?);
-            } else if let Some(i) = self.cache_names.iter().position(|(_, p)| *p == name) {
+            if name == l.logits {
+                logits = Some(logits_of(&name, &value, tokens.len())?);
+            } else if let Some(i) = l.cache_names.iter().position(|(_, p)| *p == name) {
                 next[i] = Some(value);
             }
         }
-        let logits = logits.ok_or_else(|| GenError::Output {
-            name: self.logits.clone(),
-            message: "is not among the model's outputs".into(),
-        })?;
+        let logits = logits.ok_or_else(|| StepLayout::missing(&l.logits))?;
         let mut new_past = Vec::with_capacity(next.len());
-        for ((_, present), v) in self.cache_names.iter().zip(next) {
-            let v = v.ok_or_else(|| GenError::Output {
-                name: present.clone(),
-                message: "is not among the model's outputs".into(),
+        for ((_, present), v) in l.cache_names.iter().zip(next) {
+            let v = v.ok_or_else(|| StepLayout::missing(present))?;
+            let shape = v.as_tensor().map(|t| t.shape());
+            l.check_present(present, shape, total, || {
+                onnx_runtime_session::describe_value(&v)
             })?;
-            let rows = v.as_tensor().and_then(|t| t.shape().get(2).copied());
-            let want = self.share_buffer.unwrap_or(total);
-            if rows.is_none_or(|r| r < total || (self.share_buffer.is_some() && r != want)) {
-                return Err(GenError::Output {
-                    name: present.clone(),
-                    message: format!(
-                        "is {}; [1, kv_heads, {want}, head_size] expected after {total} tokens",
-                        onnx_runtime_session::describe_value(&v)
-                    ),
-                });
-            }
             new_past.push(v);
         }
         self.past = new_past;
@@ -309,12 +367,12 @@ impl StepRunner for HostStepRunner {
     }
 
     fn capacity(&self) -> Option<usize> {
-        self.capacity
+        self.layout.capacity
     }
 
     fn reset(&mut self) {
-        let empty = self.empty_past();
-        self.past = vec![empty; self.cache_names.len()];
+        let empty = Value::Tensor(self.layout.empty_past());
+        self.past = vec![empty; self.layout.cache_names.len()];
         self.cached = 0;
     }
 }

@@ -4,90 +4,15 @@
 //! Needs python3 with onnx, numpy and onnxruntime (scripts/requirements-test.txt): without
 //! them these tests fail, they are not skipped.
 
-use onnx_runtime_genai::{
-    inspect, GenError, GenerateOptions, Model, SamplingOptions, StepRunner, StopReason,
-};
+use common::{folder, reference, worst};
+use onnx_runtime_genai::{inspect, GenError, GenerateOptions, Model, SamplingOptions, StopReason};
 use serde_json::Value as Json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 
-/// The models, written once per test binary.
-fn models() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tiny-llm.py");
-        let out = Command::new("python3")
-            .arg(&script)
-            .arg(dir.path())
-            .arg("--reference")
-            .output()
-            .expect("python3 must be installed (with onnx, numpy and onnxruntime)");
-        assert!(
-            out.status.success(),
-            "{} failed (are onnx, numpy and onnxruntime installed? scripts/requirements-test.txt):\n{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
-    .path()
-}
-
-fn folder(kind: &str) -> PathBuf {
-    models().join(kind)
-}
-
-struct Reference {
-    prompt: Vec<u32>,
-    prompt_logits: Vec<Vec<f64>>,
-    step_logits: Vec<Vec<f64>>,
-    tokens: Vec<u32>,
-}
-
-fn reference(kind: &str) -> Reference {
-    let text = std::fs::read_to_string(folder(kind).join("reference.json")).unwrap();
-    let j: Json = serde_json::from_str(&text).unwrap();
-    let ids = |v: &Json| -> Vec<u32> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect()
-    };
-    let rows = |v: &Json| -> Vec<Vec<f64>> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                r.as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_f64().unwrap())
-                    .collect()
-            })
-            .collect()
-    };
-    Reference {
-        prompt: ids(&j["prompt_ids"]),
-        prompt_logits: rows(&j["prompt_logits"]),
-        step_logits: rows(&j["step_logits"]),
-        tokens: ids(&j["tokens"]),
-    }
-}
+mod common;
 
 fn load(dir: &Path) -> Model {
     Model::load(dir, Default::default()).unwrap()
-}
-
-/// Largest |ours - theirs| - rtol * |theirs| over a row; <= atol passes.
-fn worst(ours: &[f32], theirs: &[f64], rtol: f64) -> f64 {
-    assert_eq!(ours.len(), theirs.len());
-    ours.iter()
-        .zip(theirs)
-        .map(|(&a, &b)| (a as f64 - b).abs() - rtol * b.abs())
-        .fold(f64::NEG_INFINITY, f64::max)
 }
 
 /// Greedy generation matches onnxruntime: the prompt's logits (every position) and each of

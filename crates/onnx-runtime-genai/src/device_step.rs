@@ -1,0 +1,161 @@
+//! [`DeviceStepRunner`]: the KV cache in the session's device memory, bound with
+//! [`Session::run_bound`], so a decode step moves no cache byte to or from the host.
+//!
+//! Each step binds the past as device values, asks for the presents on the device (they are
+//! the next step's past) and for the logits on the host; only the small feeds (ids, mask,
+//! positions) cross from the host, and only the logits back.
+//!
+//! With `past_present_share_buffer` (the onnxruntime-genai builder's GroupQueryAttention
+//! models) the past is one buffer of `max_length` rows per layer, and every decode step feeds
+//! the attention mask padded with zeros to `max_length`, as onnxruntime-genai does when it
+//! captures CUDA graphs: the graph then computes `seqlens_k` = (ones in the mask) - 1, which
+//! stays on the device, and `total_sequence_length` = the mask's length = `max_length`, the
+//! same for every step. So every decode step has the same input signature (ids and positions
+//! `[1, 1]`, mask `[1, max_length]`, caches `[1, kv_heads, max_length, head_size]`), and the
+//! session's automatic CUDA graph, captured at the second decode step, is replayed for every
+//! later one. The prompt step feeds the unpadded mask (`total_sequence_length` = the prompt
+//! length marks it as the first prompt) and runs in a graph of its own signature.
+//!
+//! Concat-style caches (Optimum exports, builder models without a shared buffer) grow by one
+//! row per step, so each step has a new signature and runs eagerly; the cache still stays on
+//! the device.
+
+use crate::config::ModelConfig;
+use crate::error::GenResult;
+use crate::step::{logits_of, StepLayout, StepLogits, StepRunner};
+use onnx_runtime_ep_cpu::Value;
+use onnx_runtime_session::{DeviceValue, Input, OutputOn, Session};
+use std::sync::Arc;
+
+/// One layer's key or value cache.
+enum Past {
+    /// Before the first step of a growing cache: an empty host tensor (no device bytes).
+    Empty(Value),
+    Device(DeviceValue),
+}
+
+/// [`StepRunner`] that keeps the KV cache in device memory (a session with a device:
+/// [`Session::device`]); see the module documentation for the feeds of each step.
+pub struct DeviceStepRunner {
+    layout: StepLayout,
+    past: Vec<Past>,
+    cached: usize,
+}
+
+impl DeviceStepRunner {
+    /// A runner for `session`, which must have a device, built from `cfg` as
+    /// [`crate::HostStepRunner::new`] is. With a shared buffer, the zeroed `max_length`-row
+    /// caches are copied to the device here, once.
+    pub fn new(session: Arc<Session>, cfg: &ModelConfig) -> GenResult<DeviceStepRunner> {
+        if session.device().is_none() {
+            return Err(crate::GenError::option(
+                "runner",
+                "the device step runner needs a session with a device (SessionOptions::device)",
+            ));
+        }
+        let layout = StepLayout::new(session, cfg)?;
+        let past = if layout.share_buffer.is_some() {
+            let zeros = layout.empty_past();
+            let mut past = Vec::with_capacity(layout.cache_names.len());
+            for _ in &layout.cache_names {
+                past.push(Past::Device(layout.session.to_device(&zeros)?));
+            }
+            past
+        } else {
+            Vec::new()
+        };
+        let mut r = DeviceStepRunner {
+            layout,
+            past,
+            cached: 0,
+        };
+        r.reset();
+        Ok(r)
+    }
+
+    /// The device values of the cache (after at least one step, or with a shared buffer),
+    /// keys and values interleaved by layer.
+    pub fn cache(&self) -> Vec<&DeviceValue> {
+        self.past
+            .iter()
+            .filter_map(|p| match p {
+                Past::Device(d) => Some(d),
+                Past::Empty(_) => None,
+            })
+            .collect()
+    }
+}
+
+impl StepRunner for DeviceStepRunner {
+    fn step(&mut self, tokens: &[u32]) -> GenResult<StepLogits> {
+        let l = &self.layout;
+        let total = l.total_after(self.cached, tokens.len())?;
+        // The shared buffer's decode steps: the mask padded to the buffer, one signature.
+        let mask_len = l.share_buffer.filter(|_| self.cached > 0);
+        let small = l.small_feeds(tokens, self.cached, mask_len);
+        let mut inputs: Vec<(&str, Input<'_>)> = small
+            .iter()
+            .map(|(name, v)| (*name, Input::Host(v)))
+            .collect();
+        for ((name, _), p) in l.cache_names.iter().zip(&self.past) {
+            inputs.push((
+                name,
+                match p {
+                    Past::Empty(v) => Input::Host(v),
+                    Past::Device(d) => Input::Device(d),
+                },
+            ));
+        }
+        let mut outputs: Vec<(&str, OutputOn)> = vec![(&l.logits, OutputOn::Host)];
+        outputs.extend(
+            l.cache_names
+                .iter()
+                .map(|(_, present)| (present.as_str(), OutputOn::Device)),
+        );
+        let mut results = l.session.run_bound(&inputs, &outputs)?.into_iter();
+        drop(inputs);
+        let (name, logits) = results
+            .next()
+            .ok_or_else(|| StepLayout::missing(&l.logits))?;
+        let logits = logits.into_host()?;
+        let logits = logits_of(&name, &logits, tokens.len())?;
+        let mut next = Vec::with_capacity(l.cache_names.len());
+        for (_, present) in &l.cache_names {
+            let (_, out) = results.next().ok_or_else(|| StepLayout::missing(present))?;
+            let d = out
+                .as_device()
+                .cloned()
+                .ok_or_else(|| crate::GenError::Output {
+                    name: present.clone(),
+                    message: "came back on the host; the device runner asked for it on the device"
+                        .into(),
+                })?;
+            l.check_present(present, Some(d.shape()), total, || format!("{d:?}"))?;
+            next.push(Past::Device(d));
+        }
+        self.past = next;
+        self.cached = total;
+        Ok(logits)
+    }
+
+    fn cached(&self) -> usize {
+        self.cached
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        self.layout.capacity
+    }
+
+    /// A growing cache starts empty again. A shared buffer keeps its device memory: the
+    /// prompt step reads none of its rows (attention kernels keep no past rows when the step
+    /// is the first prompt) and overwrites the rows it fills, so nothing is copied.
+    fn reset(&mut self) {
+        if self.layout.share_buffer.is_none() {
+            let empty = Value::Tensor(self.layout.empty_past());
+            self.past = (0..self.layout.cache_names.len())
+                .map(|_| Past::Empty(empty.clone()))
+                .collect();
+        }
+        self.cached = 0;
+    }
+}
