@@ -17,6 +17,8 @@ mod bench;
 mod capture;
 #[path = "gpu/cast.rs"]
 mod cast;
+#[path = "gpu/causal_conv.rs"]
+mod causal_conv;
 #[path = "gpu/construct.rs"]
 mod construct;
 #[path = "gpu/conv.rs"]
@@ -49,6 +51,8 @@ mod gemm;
 mod index;
 #[path = "gpu/linalg.rs"]
 mod linalg;
+#[path = "gpu/linear_attention.rs"]
+mod linear_attention;
 #[path = "gpu/loss.rs"]
 mod loss;
 #[path = "gpu/movement.rs"]

@@ -14,6 +14,7 @@
 
 mod contrib;
 mod gqa;
+mod linear;
 mod onnx_attention;
 mod rotary;
 mod sdpa;
@@ -26,6 +27,7 @@ pub fn register(r: &mut Registry) {
     onnx_attention::register(r);
     contrib::register(r);
     gqa::register(r);
+    linear::register(r);
     rotary::register(r);
 }
 
@@ -137,5 +139,6 @@ pub fn modules() -> Vec<ModuleSpec> {
     );
     all.extend(FLOATS.iter().filter_map(|f| mma_module(f.0)));
     all.push(rotary_module());
+    all.push(linear::module());
     all
 }

@@ -19,6 +19,7 @@
 //! engines wherever one builds for the shape.
 
 mod algo;
+mod causal_state;
 #[allow(clippy::module_inception)]
 mod conv;
 mod conv_transpose;
@@ -46,6 +47,7 @@ pub fn register(r: &mut Registry) {
     r.register("com.microsoft", "FusedConv", 1, conv::build_fused);
     r.register("", "ConvInteger", 10, quant::build_conv_integer);
     r.register("", "QLinearConv", 10, quant::build_qlinear_conv);
+    causal_state::register(r);
 }
 
 /// The paths the first eager runs chose, by (dtype, X shape, W shape): the last one of each
@@ -87,7 +89,7 @@ pub fn conv_module() -> ModuleSpec {
 
 /// The NVRTC modules this family compiles (all variants, for the compile test).
 pub fn modules() -> Vec<ModuleSpec> {
-    vec![conv_module()]
+    vec![conv_module(), causal_state::module()]
 }
 
 /// Highest tensor rank of the kernels here: N, C and up to three spatial axes (cuDNN's limit).
