@@ -18,8 +18,9 @@
 // reduce by shuffles (and across the group's warps in shared memory); one lane writes each
 // output with the bias. Integer zero points only (packed uint8, or the default 2^(BITS-1)).
 //
-// nbits_dequant_<T>_b<BITS>: W[n - n0, k] = (q - z) * scale for a tile of columns, the operand
-// of the prefill GEMM (any zero point: packed uint8, float of A's type, or the default).
+// This is the general decode path (every bit width and block size, float32 activations); the
+// 4-bit float16 / bfloat16 case runs on tensor cores (nbits_gemv.cu), the prefill path's
+// dequantization is in nbits_dequant.cu.
 //
 // gbq_<T>_<I>: GatherBlockQuantized, one thread per output element; data int4 / uint4 (flat
 // nibbles) or uint8 holding BITS-bit codes; an index outside [-s, s-1] writes 0 and reports
@@ -289,56 +290,6 @@ template <typename T, int BITS, int MR> __device__ void nbits_gemv(const NbGemv 
 NB_GEMV_ALL(float, f32)
 NB_GEMV_ALL(f16, f16)
 NB_GEMV_ALL(bf16, bf16)
-
-// ---- dequantization for the prefill GEMM ----
-
-struct NbDequant {
-  const u8 *b;
-  const void *scales;
-  const void *zp;
-  void *w;
-  i64 n_elems; // tn * k
-  i32 n0, k, kb, block_log2;
-  i32 row_bytes, zrow, zp_kind, _pad; // zp_kind: 0 default, 1 packed uint8, 2 A's type
-};
-
-template <typename T, int BITS> __device__ void nbits_dequant(const NbDequant &p) {
-  const T *S = (const T *)p.scales;
-  GRID_LOOP(i, p.n_elems) {
-    const int nl = (int)(i / p.k), k = (int)(i - (i64)nl * p.k);
-    const int n = p.n0 + nl;
-    const int blk = k >> p.block_log2;
-    const int within = k - (blk << p.block_log2);
-    const i64 bit = (i64)within * BITS;
-    const u8 byte = p.b[(i64)n * p.row_bytes + ((i64)blk << p.block_log2) * BITS / 8 + bit / 8];
-    const int q = (byte >> (bit % 8)) & ((1 << BITS) - 1);
-    float z;
-    if (p.zp_kind == 0) {
-      z = (float)(1 << (BITS - 1));
-    } else if (p.zp_kind == 1) {
-      const u8 *zp = (const u8 *)p.zp;
-      const int per = 8 / BITS;
-      z = (float)((zp[(i64)n * p.zrow + blk / per] >> ((blk % per) * BITS)) & ((1 << BITS) - 1));
-    } else {
-      z = to_f(((const T *)p.zp)[(i64)n * p.kb + blk]);
-    }
-    ((T *)p.w)[i] = convert<T>(((float)q - z) * to_f(S[(i64)n * p.kb + blk]));
-  }
-}
-
-#define NB_DEQ(T, TN, BITS)                                                                   \
-  extern "C" __global__ void nbits_dequant_##TN##_b##BITS(NbDequant p) {                      \
-    nbits_dequant<T, BITS>(p);                                                                \
-  }
-NB_DEQ(float, f32, 2)
-NB_DEQ(float, f32, 4)
-NB_DEQ(float, f32, 8)
-NB_DEQ(f16, f16, 2)
-NB_DEQ(f16, f16, 4)
-NB_DEQ(f16, f16, 8)
-NB_DEQ(bf16, bf16, 2)
-NB_DEQ(bf16, bf16, 4)
-NB_DEQ(bf16, bf16, 8)
 
 // ---- GatherBlockQuantized ----
 

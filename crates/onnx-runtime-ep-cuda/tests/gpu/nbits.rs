@@ -150,6 +150,41 @@ fn matmul_nbits_matches_cpu() {
     }
 }
 
+/// The 4-bit tensor-core GEMV (float16 / bfloat16 A, blocks >= 32, K a multiple of 32) over
+/// every row count it takes, K splits across warps, partial slabs (K not a multiple of 128),
+/// padded last blocks and ragged column tiles; M = 17 checks the prefill dequantization of the
+/// same layouts.
+#[test]
+fn matmul_nbits_tensor_core_gemv_matches_cpu() {
+    let ep = gpu();
+    let mut rng = Rng::new(1507);
+    // (block, K, N): K = 96 (3 chunks: one partial slab), K = 160 with block 64 (padded last
+    // block), K = 2048 with N = 24 (3 column tiles: K split over 8 warps), N = 37 (a ragged
+    // tile), K = 896 (Qwen's hidden size, 7 slabs).
+    let shapes = [
+        (32, 96, 37),
+        (64, 160, 16),
+        (128, 2048, 24),
+        (32, 896, 200),
+        (128, 384, 9),
+    ];
+    for &(block, k, n) in &shapes {
+        for dtype in [DataType::Float16, DataType::BFloat16] {
+            for zp in [Zp::None, Zp::Packed, Zp::Float] {
+                for m in [1usize, 2, 5, 8, 9, 16, 17] {
+                    let bias = (m + k).is_multiple_of(2);
+                    let ins = nbits_inputs(&mut rng, dtype, &[m], k, n, 4, block, zp, bias);
+                    let what = format!(
+                        "MatMulNBits {dtype} bits 4 block {block} K {k} N {n} M {m} zp {zp:?} \
+                         bias {bias}"
+                    );
+                    check_nbits(&ep, ins, k, n, 4, block, &what);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn matmul_nbits_rejects_bad_inputs_and_g_idx() {
     let ep = gpu();
@@ -454,6 +489,7 @@ fn gather_block_quantized_reports_bad_indices() {
 
 /// Device time of one MatMulNBits call: the mean of a captured graph of `reps` calls that
 /// cycle through enough copies of the weights (>= 256 MiB in all) that none is read from L2.
+/// Returns (eager seconds, graph seconds, bytes moved: weights, scales, zero points, A, Y).
 fn time_nbits(m: usize, k: usize, n: usize) -> (f64, f64, f64) {
     let ep = gpu();
     let runtime = ep.runtime();
@@ -538,12 +574,13 @@ fn nbits_timing() {
         (8960, 1536),
         (896, 151936),
     ];
-    for m in [1usize, 16, 17] {
+    for m in [1usize, 4, 16, 17] {
         for &(k, n) in &shapes {
             let (eager, graph, bytes) = time_nbits(m, k, n);
             eprintln!(
                 "MatMulNBits f16 int4 block 32 zp M={m:<3} K={k:<5} N={n:<6}: {:7.1} us eager, \
-                 {:7.1} us in a graph, {:6.0} GB/s ({:4.1}% of 4.3 TB/s)",
+                 {:7.1} us in a graph, {:6.0} GB/s ({:4.1}% of 4.3 TB/s; M > 16 includes the \
+                 cuBLASLt product)",
                 eager * 1e6,
                 graph * 1e6,
                 bytes / graph / 1e9,

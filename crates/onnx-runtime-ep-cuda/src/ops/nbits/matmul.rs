@@ -3,24 +3,32 @@
 //! two, at least 16) along K, scales `[N * k_blocks]` of A's type, zero points packed uint8
 //! like B or of A's type (default 2^(bits-1)), bias `[N]`.
 //!
-//! Two paths, picked per call by the row count M (every leading axis of A counts):
-//! - M <= [`GEMV_MAX_M`] (decode): `nbits_gemv`, which streams B once with 16-byte loads and
-//!   dequantizes in registers (see `kernels/nbits.cu`); rows of A go in groups of up to 4 per
-//!   block, the groups of one column block running side by side so B is read from memory once.
-//!   It needs rows of B of a multiple of 16 bytes at a 16-byte aligned address, integer zero
-//!   points (packed uint8 or the default) and A's rows at one stride; otherwise the GEMM path
-//!   below runs, for every M.
-//! - Larger M (prefill): B is dequantized into a workspace of A's type, at most
-//!   [`DEQUANT_BUDGET`] bytes at a time (tiles of columns), and each tile is one cuBLASLt
-//!   product into its columns of Y, with the bias in the epilogue.
+//! Three paths, picked per call by the row count M (every leading axis of A counts) and the
+//! layout:
+//! - M <= [`GEMV_MAX_M`], 4-bit codes, blocks of at least 32, K a multiple of 32, float16 or
+//!   bfloat16 A with unit-stride, 16-byte aligned rows, integer zero points, sm_80+ (the LLM
+//!   decode case): `nq_gemv` (`kernels/nbits_gemv.cu`) streams B once with 16-byte loads,
+//!   dequantizes in registers and multiplies on tensor cores (mma m16n8k16, all 16 rows at the
+//!   cost of one), so M = 1..16 cost about the same. K is split over up to 8 warps per column
+//!   tile when the columns alone would not fill the GPU.
+//! - Other M <= [`GEMV_MAX_M`] calls: `nbits_gemv` (`kernels/nbits.cu`), the general register
+//!   GEMV (any bit width and block size, float32 A). It needs rows of B of a multiple of 16
+//!   bytes at a 16-byte aligned address, integer zero points and A's rows at one stride;
+//!   otherwise the GEMM path below runs, for every M.
+//! - Larger M (prefill): B is dequantized (`kernels/nbits_dequant.cu`, one thread per 16 bytes
+//!   of B) into a workspace of A's type, at most [`DEQUANT_BUDGET`] bytes at a time (tiles of
+//!   columns), and each tile is one cuBLASLt product into its columns of Y, with the bias in
+//!   the epilogue.
 //!
 //! Every path accumulates in float32, whatever `accuracy_level` asks (a level is accepted, none
-//! lowers the precision; float32 products are true FP32 unless `ONNX_RUNTIME_CUDA_TF32=1`).
+//! lowers the precision; float32 products are true FP32 unless `ONNX_RUNTIME_CUDA_TF32=1`). The
+//! tensor-core GEMV and the prefill path round each dequantized weight `(q - z) * scale` to A's
+//! type once.
 //! `g_idx` (act-order, deprecated in the spec) is not taken: such a node runs on the CPU
 //! provider. Nothing reads the device on the host; after one eager run (which chooses the
 //! cuBLASLt algorithm and sizes the workspace) a signature can be captured.
 
-use super::{nbits_module, Workspace, FLOATS};
+use super::{nbits_dequant_module, nbits_gemv_module, nbits_module, Workspace, FLOATS};
 use crate::ops::common::*;
 use crate::ops::gemm::driver::{FloatEngine, FloatProblem};
 use crate::ops::gemm::shape::{Act, Mat};
@@ -76,7 +84,35 @@ struct NbGemv {
     _pad1: i32,
 }
 
-/// Mirrors `NbDequant` in nbits.cu.
+/// Threads of a tensor-core GEMV block (mirrors `NQ_THREADS`); a warp covers 8 columns.
+const NQ_THREADS: u32 = 256;
+
+/// Warps per SM the tensor-core GEMV aims for (3 resident blocks of 8 warps) before it splits K.
+const NQ_WARPS_PER_SM: usize = 24;
+
+/// Mirrors `NqGemv` in nbits_gemv.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct NqGemv {
+    a: u64,
+    b: u64,
+    scales: u64,
+    zp: u64,
+    bias: u64,
+    y: u64,
+    a_rs: i64,
+    y_rs: i64,
+    m: i32,
+    n: i32,
+    kc: i32,
+    kb: i32,
+    row_bytes: i32,
+    zrow: i32,
+    blk_shift: i32,
+    ks: i32,
+}
+
+/// Mirrors `NbDequant` in nbits_dequant.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct NbDequant {
@@ -84,7 +120,8 @@ struct NbDequant {
     scales: u64,
     zp: u64,
     w: u64,
-    n_elems: i64,
+    units: i32,
+    row_units: i32,
     n0: i32,
     k: i32,
     kb: i32,
@@ -115,7 +152,10 @@ struct NBitsKernel {
     block: usize,
     /// `nbits_gemv_<t>_b<bits>_m<mr>` by (dtype, rows per block).
     gemv: HashMap<(DataType, usize), Function>,
-    dequant: HashMap<DataType, Function>,
+    /// `nq_gemv_<t>_r<r>` by (dtype, row groups), when the node's layout allows it.
+    nq: HashMap<(DataType, usize), Function>,
+    /// `nbits_dequant_<t>_b<bits>_u<ub>` by (dtype, bytes per thread).
+    dequant: HashMap<(DataType, usize), Function>,
     float: FloatEngine,
     ws: Workspace,
     warmed: AtomicBool,
@@ -308,6 +348,55 @@ impl NBitsKernel {
         Some((f, (grid_x as u32, grid_y as u32, 1), smem, p))
     }
 
+    /// The tensor-core GEMV launch for this call, when it qualifies: (function, grid,
+    /// parameters without pointers). `a_ptr` is A's address, `a_rows` its (row stride,
+    /// element stride).
+    fn nq_launch(
+        &self,
+        call: &Call,
+        a_ptr: CuPtr,
+        b_ptr: CuPtr,
+        a_rows: Option<(i64, i64)>,
+    ) -> Option<(Function, (u32, u32, u32), NqGemv)> {
+        let (a_rs, a_ks) = a_rows?;
+        let rows = if call.m > 8 { 2 } else { 1 };
+        let f = *self.nq.get(&(call.dtype, rows))?;
+        // Rows of A are read 16 bytes at a time (the second and later ones at a_rs).
+        let rows_aligned = call.m == 1 || (a_rs * 2).rem_euclid(16) == 0;
+        if call.m == 0
+            || call.m > GEMV_MAX_M
+            || a_ks != 1
+            || !a_ptr.is_multiple_of(16)
+            || !rows_aligned
+            || !b_ptr.is_multiple_of(16)
+            || matches!(call.zp, Zp::Float(_))
+        {
+            return None;
+        }
+        let kc = self.k / 32;
+        let slabs = kc.div_ceil(4);
+        let tiles = self.n.div_ceil(8);
+        let target = self.base.rt.sm_count().max(1) as usize * NQ_WARPS_PER_SM;
+        let ks = nq_k_split(tiles, slabs, target);
+        let blocks = tiles.div_ceil(8 / ks);
+        if blocks > i32::MAX as usize || kc > i32::MAX as usize {
+            return None;
+        }
+        let p = NqGemv {
+            a_rs,
+            m: call.m as i32,
+            n: self.n as i32,
+            kc: kc as i32,
+            kb: self.kb() as i32,
+            row_bytes: self.row_bytes() as i32,
+            zrow: self.zrow() as i32,
+            blk_shift: (self.block.trailing_zeros() - 5) as i32,
+            ks: ks as i32,
+            ..Default::default()
+        };
+        Some((f, (blocks as u32, 1, 1), p))
+    }
+
     /// The prefill path: dequantize tiles of columns and multiply each with cuBLASLt.
     fn run_gemm(
         &self,
@@ -321,8 +410,23 @@ impl NBitsKernel {
         let (k, n, kb) = (self.k, self.n, self.kb());
         let tn = (DEQUANT_BUDGET / (k * w).max(1)).clamp(1, n);
         let ws = self.ws.get(base, tn * k * w, "dequantized weights")?;
-        let f = self.dequant[&call.dtype];
         let b = base.req(inputs, 1)?;
+        let row_bytes = self.row_bytes();
+        // 16 bytes of B a thread where rows allow, else 4 (a block's blob is a multiple of 4).
+        let ub = if row_bytes.is_multiple_of(16) && ptr_of(b).is_multiple_of(16) {
+            16
+        } else {
+            4
+        };
+        if !ptr_of(b).is_multiple_of(4) {
+            return Err(base.err(format!(
+                "B at {:#x} is not 4-byte aligned (a device allocation or an aligned view is \
+                 expected)",
+                ptr_of(b)
+            )));
+        }
+        let f = self.dequant[&(call.dtype, ub)];
+        let row_units = row_bytes / ub;
         let scales = base.req(inputs, 2)?;
         let (zp, zp_kind) = match call.zp {
             Zp::Default => (0, 0),
@@ -335,12 +439,15 @@ impl NBitsKernel {
         let mut n0 = 0;
         while n0 < n {
             let cols = tn.min(n - n0);
+            // cols * row_units <= cols * K <= DEQUANT_BUDGET: 32-bit indices suffice.
+            let units = cols * row_units;
             let mut p = NbDequant {
                 b: ptr_of(b),
                 scales: ptr_of(scales),
                 zp,
                 w: ws,
-                n_elems: (cols * k) as i64,
+                units: units as i32,
+                row_units: row_units as i32,
                 n0: n0 as i32,
                 k: k as i32,
                 kb: kb as i32,
@@ -351,9 +458,14 @@ impl NBitsKernel {
                 _pad: 0,
             };
             let mut args = [arg(&mut p)];
-            // SAFETY: nbits_dequant reads B, scales and zero points inside the checked views
-            // (columns n0..n0+cols) and writes cols*K elements of the workspace.
-            unsafe { base.rt.launch(f, (cols * k) as u64, &mut args)? };
+            let grid = (units.div_ceil(DEQUANT_THREADS as usize) as u32, 1, 1);
+            // SAFETY: nbits_dequant (DEQUANT_THREADS threads, one per `ub` bytes of B) reads B,
+            // scales and zero points inside the checked views (columns n0..n0+cols) and writes
+            // cols*K elements of the workspace.
+            unsafe {
+                base.rt
+                    .launch_cfg(f, grid, (DEQUANT_THREADS, 1, 1), 0, &mut args)?
+            };
             // W tile [cols, K] row-major is the [K, cols] right operand with unit row stride.
             let wm = Mat {
                 ptr: ws,
@@ -385,6 +497,20 @@ impl NBitsKernel {
         }
         Ok(())
     }
+}
+
+/// Threads of a dequantization block (the kernel's launch bound).
+const DEQUANT_THREADS: u32 = 256;
+
+/// Warps splitting K per column tile of the tensor-core GEMV (1, 2, 4 or 8): doubled while the
+/// column tiles alone give fewer than `target` warps and every warp keeps at least one
+/// 128-code slab.
+fn nq_k_split(tiles: usize, slabs: usize, target: usize) -> usize {
+    let mut ks = 1;
+    while ks < 8 && tiles * ks < target && ks * 2 <= slabs {
+        ks *= 2;
+    }
+    ks
 }
 
 /// Whether a view is dense row-major.
@@ -432,8 +558,35 @@ impl Kernel for NBitsKernel {
         let a = base.req(inputs, 0)?;
         let b = base.req(inputs, 1)?;
         let y_rows = row_strides(out.shape, out.strides).filter(|&(_, cs)| cs == 1);
+        let a_rows = row_strides(a.shape, a.strides);
+        if let Some((_, y_rs)) = y_rows {
+            if let Some((f, grid, mut p)) = self.nq_launch(&call, ptr_of(a), ptr_of(b), a_rows) {
+                p.a = ptr_of(a);
+                p.b = ptr_of(b);
+                p.scales = ptr_of(base.req(inputs, 2)?);
+                p.zp = match call.zp {
+                    Zp::Packed(z) => z,
+                    _ => 0,
+                };
+                p.bias = call.bias.unwrap_or(0);
+                p.y = mut_ptr_of(out);
+                p.y_rs = if call.m == 1 { self.n as i64 } else { y_rs };
+                let mut args = [arg(&mut p)];
+                // SAFETY: nq_gemv_* (NQ_THREADS threads, static shared memory only) reads the
+                // checked views of A (M rows of K at a_rs, 16-byte aligned), B, scales, zero
+                // points and bias and writes M x N outputs at the output's row stride.
+                unsafe {
+                    base.rt
+                        .launch_cfg(f, grid, (NQ_THREADS, 1, 1), 0, &mut args)?
+                };
+                if !base.rt.is_capturing() {
+                    self.warmed.store(true, Ordering::Release);
+                }
+                return Ok(());
+            }
+        }
         let launch = match y_rows {
-            Some(_) => self.gemv_launch(&call, ptr_of(b), row_strides(a.shape, a.strides)),
+            Some(_) => self.gemv_launch(&call, ptr_of(b), a_rows),
             None => None,
         };
         match launch {
@@ -539,7 +692,15 @@ pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<
     }
     let base = Base::new(rt, nd);
     let module = base.module(&nbits_module())?;
+    let deq_module = base.module(&nbits_dequant_module())?;
+    // The tensor-core GEMV takes 4-bit codes in blocks of >= 32 with K a multiple of 32.
+    let nq_module = if bits == 4 && block >= 32 && k.is_multiple_of(32) && rt.arch() >= 80 {
+        Some(base.module(&nbits_gemv_module())?)
+    } else {
+        None
+    };
     let mut gemv = HashMap::new();
+    let mut nq = HashMap::new();
     let mut dequant = HashMap::new();
     for (dtype, tag) in FLOATS {
         for mr in [1, 2, 4] {
@@ -548,10 +709,17 @@ pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<
                 module.function(&format!("nbits_gemv_{tag}_b{bits}_m{mr}"))?,
             );
         }
-        dequant.insert(
-            dtype,
-            module.function(&format!("nbits_dequant_{tag}_b{bits}"))?,
-        );
+        for ub in [4, 16] {
+            dequant.insert(
+                (dtype, ub),
+                deq_module.function(&format!("nbits_dequant_{tag}_b{bits}_u{ub}"))?,
+            );
+        }
+        if let (Some(m), DataType::Float16 | DataType::BFloat16) = (&nq_module, dtype) {
+            for r in [1, 2] {
+                nq.insert((dtype, r), m.function(&format!("nq_gemv_{tag}_r{r}"))?);
+            }
+        }
     }
     let float = FloatEngine::new(&base)?;
     Ok(Box::new(NBitsKernel {
@@ -562,8 +730,30 @@ pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<
         bits: bits as usize,
         block,
         gemv,
+        nq,
         dequant,
         float,
         warmed: AtomicBool::new(false),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nq_k_split;
+
+    #[test]
+    fn k_split_fills_the_gpu_and_keeps_a_slab_per_warp() {
+        // 132 SMs x 24 warps = 3168 warps wanted.
+        let target = 132 * 24;
+        // lm_head (896 x 151936): 18992 tiles fill the GPU alone.
+        assert_eq!(nq_k_split(151_936 / 8, 7, target), 1);
+        // 896 x 4864: 608 tiles, 7 slabs: 4 warps (each keeps a slab).
+        assert_eq!(nq_k_split(608, 7, target), 4);
+        // 8960 x 1536: 192 tiles, 70 slabs: the most, 8.
+        assert_eq!(nq_k_split(192, 70, target), 8);
+        // 1536 x 8960: 1120 tiles, 12 slabs: 4 (4480 warps).
+        assert_eq!(nq_k_split(1120, 12, target), 4);
+        // One slab: no split.
+        assert_eq!(nq_k_split(3, 1, target), 1);
+    }
 }

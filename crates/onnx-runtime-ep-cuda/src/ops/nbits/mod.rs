@@ -1,8 +1,9 @@
 //! Block-quantized weights: com.microsoft MatMulNBits ([`matmul`]) and com.microsoft
 //! GatherBlockQuantized ([`gather`]), with the CPU provider's semantics.
 //!
-//! Kernels live in `kernels/nbits.cu`, one NVRTC module with every variant (float32 / float16 /
-//! bfloat16 activations, 2-, 4- and 8-bit codes), compiled when a node's kernel is built.
+//! Kernels live in three NVRTC modules, compiled when a node's kernel is built: `nbits.cu`
+//! (the general decode GEMV and GatherBlockQuantized), `nbits_gemv.cu` (the 4-bit tensor-core
+//! decode GEMV, sm_80+) and `nbits_dequant.cu` (the prefill path's dequantization).
 
 mod gather;
 mod matmul;
@@ -29,9 +30,23 @@ pub fn register(r: &mut Registry) {
     );
 }
 
+/// The 4-bit tensor-core decode GEMV (`nq_gemv_*`, sm_80+).
+pub(crate) fn nbits_gemv_module() -> ModuleSpec {
+    ModuleSpec::new("nbits_gemv", include_str!("../../kernels/nbits_gemv.cu")).with_half()
+}
+
+/// The prefill path's dequantization (`nbits_dequant_*`).
+pub(crate) fn nbits_dequant_module() -> ModuleSpec {
+    ModuleSpec::new(
+        "nbits_dequant",
+        include_str!("../../kernels/nbits_dequant.cu"),
+    )
+    .with_half()
+}
+
 /// The NVRTC modules this family compiles (all variants, for the compile test).
 pub fn modules() -> Vec<ModuleSpec> {
-    vec![nbits_module()]
+    vec![nbits_module(), nbits_gemv_module(), nbits_dequant_module()]
 }
 
 /// The float dtypes of activations, scales and outputs, with their kernel-name tags.
