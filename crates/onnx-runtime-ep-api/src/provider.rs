@@ -69,6 +69,22 @@ pub trait ExecutionProvider: Send + Sync {
         bytes: usize,
     ) -> Result<(), EpError>;
 
+    /// Several device-to-device copies `(src, dst, bytes)`, in order with the provider's
+    /// queued work; a provider may do them in one launch (the default copies one by one).
+    ///
+    /// # Safety
+    /// As for [`ExecutionProvider::copy_on_device`], for every copy; no destination may
+    /// overlap another copy's source or destination.
+    unsafe fn copy_many_on_device(
+        &self,
+        copies: &[(DevicePtr, DevicePtrMut, usize)],
+    ) -> Result<(), EpError> {
+        for &(src, dst, bytes) in copies {
+            self.copy_on_device(src, dst, bytes)?;
+        }
+        Ok(())
+    }
+
     /// Waits until all work the provider enqueued has finished.
     fn synchronize(&self) -> Result<(), EpError>;
 

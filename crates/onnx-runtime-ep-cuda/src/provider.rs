@@ -23,6 +23,7 @@ pub struct CudaOptions {
 pub struct CudaExecutionProvider {
     runtime: Arc<CudaRuntime>,
     registry: Registry,
+    copy_many: std::sync::OnceLock<crate::runtime::Function>,
 }
 
 impl std::fmt::Debug for CudaExecutionProvider {
@@ -33,13 +34,42 @@ impl std::fmt::Debug for CudaExecutionProvider {
     }
 }
 
+/// Segments per `copy_many` launch (kernels/copy.cu: COPY_MANY_SEGS).
+const COPY_MANY_SEGS: usize = 64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CopySeg {
+    src: u64,
+    dst: u64,
+    bytes: u64,
+}
+
+#[repr(C)]
+struct CopyMany {
+    seg: [CopySeg; COPY_MANY_SEGS],
+    n: i32,
+    _pad: i32,
+}
+
 impl CudaExecutionProvider {
+    /// The batched copy kernel (loaded on first use).
+    fn copy_many_fn(&self) -> EpResult<crate::runtime::Function> {
+        if let Some(f) = self.copy_many.get() {
+            return Ok(*f);
+        }
+        let module = self.runtime.module(&crate::ops::modules::copy_module())?;
+        let f = module.function("copy_many")?;
+        Ok(*self.copy_many.get_or_init(|| f))
+    }
+
     /// The provider for device `ordinal` (float32 in true float32 unless the environment
     /// sets `ONNX_RUNTIME_CUDA_TF32=1`).
     pub fn new(ordinal: usize) -> EpResult<Self> {
         Ok(CudaExecutionProvider {
             runtime: CudaRuntime::new(ordinal)?,
             registry: registry(),
+            copy_many: std::sync::OnceLock::new(),
         })
     }
 
@@ -48,6 +78,7 @@ impl CudaExecutionProvider {
         Ok(CudaExecutionProvider {
             runtime: CudaRuntime::with_options(options.device, options.tf32)?,
             registry: registry(),
+            copy_many: std::sync::OnceLock::new(),
         })
     }
 
@@ -143,6 +174,48 @@ impl ExecutionProvider for CudaExecutionProvider {
         bytes: usize,
     ) -> Result<(), EpError> {
         self.runtime.dtod(cuptr(src.0), cuptr(dst.0), bytes)
+    }
+
+    unsafe fn copy_many_on_device(
+        &self,
+        copies: &[(DevicePtr, DevicePtrMut, usize)],
+    ) -> Result<(), EpError> {
+        if copies.len() < 3 {
+            for &(src, dst, bytes) in copies {
+                self.runtime.dtod(cuptr(src.0), cuptr(dst.0), bytes)?;
+            }
+            return Ok(());
+        }
+        let f = self.copy_many_fn()?;
+        for chunk in copies.chunks(COPY_MANY_SEGS) {
+            let mut p = CopyMany {
+                seg: [CopySeg::default(); COPY_MANY_SEGS],
+                n: chunk.len() as i32,
+                _pad: 0,
+            };
+            let mut most = 0usize;
+            for (seg, &(src, dst, bytes)) in p.seg.iter_mut().zip(chunk) {
+                *seg = CopySeg {
+                    src: src.0 as u64,
+                    dst: dst.0 as u64,
+                    bytes: bytes as u64,
+                };
+                most = most.max(bytes);
+            }
+            // 256 threads moving 16 bytes each per block-step; at most 64 blocks a segment.
+            let blocks = most.div_ceil(256 * 16).clamp(1, 64) as u32;
+            let mut args = [&mut p as *mut CopyMany as *mut std::ffi::c_void];
+            // SAFETY: copy_many(CopyMany) moves each segment's bytes; the caller vouches for
+            // the pointers.
+            self.runtime.launch_cfg(
+                f,
+                (blocks, chunk.len() as u32, 1),
+                (256, 1, 1),
+                0,
+                &mut args,
+            )?;
+        }
+        Ok(())
     }
 
     fn synchronize(&self) -> Result<(), EpError> {

@@ -355,9 +355,18 @@ impl GraphCache {
     ) -> SessionResult<Vec<Fetched>> {
         let _shared = self.device.read().unwrap_or_else(|e| e.into_inner());
         let _one = c.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Device feeds: one batch of device copies into the graph's buffers.
+        let device_in: Vec<(&DeviceTensor, &DeviceTensor)> = c
+            .inputs
+            .iter()
+            .filter_map(|(i, buffer)| match run.device.get(*i) {
+                Some(Some(t)) => Some((&**t, &**buffer)),
+                _ => None,
+            })
+            .collect();
+        DeviceTensor::copy_pairs(&device_in)?;
         for (i, buffer) in &c.inputs {
-            if let Some(Some(t)) = run.device.get(*i) {
-                buffer.copy_from(t)?;
+            if let Some(Some(_)) = run.device.get(*i) {
                 continue;
             }
             let value = feeds[*i].as_deref().or(graph.input_defaults[*i].as_ref());
@@ -379,8 +388,10 @@ impl GraphCache {
                     Fetched::Host(Value::Tensor(t.download()?))
                 }
                 (Place::Device, OutputSource::Device(t)) => {
+                    // Allocated now, copied below in one batch.
                     on_device = true;
-                    Fetched::Device(Arc::new(t.duplicate()?))
+                    let copy = DeviceTensor::allocate(&self.ep, t.dtype(), t.shape().to_vec())?;
+                    Fetched::Device(Arc::new(copy))
                 }
                 (Place::Host, OutputSource::Fixed(v)) => Fetched::Host(v.clone()),
                 (Place::Device, OutputSource::Fixed(Value::Tensor(t))) => {
@@ -418,6 +429,16 @@ impl GraphCache {
                 },
             });
         }
+        let device_out: Vec<(&DeviceTensor, &DeviceTensor)> = c
+            .outputs
+            .iter()
+            .zip(&values)
+            .filter_map(|(source, value)| match (source, value) {
+                (OutputSource::Device(t), Fetched::Device(copy)) => Some((&**t, &**copy)),
+                _ => None,
+            })
+            .collect();
+        DeviceTensor::copy_pairs(&device_out)?;
         if !synced && !on_device {
             // Report a device fault of the replay even when no output comes from the device.
             // (Outputs left on the device are the caller's to synchronize: a bound run does

@@ -98,6 +98,33 @@ impl DeviceTensor {
         Ok(())
     }
 
+    /// Copies each `(src, dst)` pair (same dtype and shape) on the device, in one batch where
+    /// the provider can (a replay's input and output copies).
+    pub fn copy_pairs(pairs: &[(&DeviceTensor, &DeviceTensor)]) -> SessionResult<()> {
+        let Some((first, _)) = pairs.first() else {
+            return Ok(());
+        };
+        let mut copies = Vec::with_capacity(pairs.len());
+        for (src, dst) in pairs {
+            if src.dtype != dst.dtype || src.shape != dst.shape {
+                return Err(SessionError::invalid(format!(
+                    "a {} device tensor of shape {:?} cannot be copied into a {} buffer of \
+                     shape {:?}",
+                    src.dtype, src.shape, dst.dtype, dst.shape
+                )));
+            }
+            let numel: usize = dst.shape.iter().product();
+            let n = dst.dtype.checked_storage_bytes(numel).unwrap_or(0);
+            let d = DevicePtrMut(dst.buffer().as_ptr() as *mut std::ffi::c_void);
+            if n > 0 && !std::ptr::eq(src.ptr().0, d.0) {
+                copies.push((src.ptr(), d, n));
+            }
+        }
+        // SAFETY: each pair's buffers hold `n` bytes; distinct tensors do not overlap.
+        unsafe { first.ep.copy_many_on_device(&copies)? };
+        Ok(())
+    }
+
     /// A new device tensor with this one's contents (a copy on the device).
     pub fn duplicate(&self) -> SessionResult<DeviceTensor> {
         let t = Self::allocate(&self.ep, self.dtype, self.shape.clone())?;

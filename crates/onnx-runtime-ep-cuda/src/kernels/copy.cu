@@ -209,3 +209,31 @@ COPY_WIDTH(2)
 COPY_WIDTH(4)
 COPY_WIDTH(8)
 COPY_WIDTH(16)
+
+// Several device-to-device copies in one launch (a replayed graph's input and output copies):
+// blockIdx.y picks the segment; 16-byte moves where both ends and the length allow, bytes for
+// the rest.
+#define COPY_MANY_SEGS 64
+struct CopySeg {
+  unsigned long long src, dst, bytes;
+};
+struct CopyMany {
+  CopySeg seg[COPY_MANY_SEGS];
+  int n;
+  int _pad;
+};
+
+extern "C" __global__ void copy_many(CopyMany p) {
+  if ((int)blockIdx.y >= p.n) return;
+  const CopySeg g = p.seg[blockIdx.y];
+  const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+  const unsigned long long t = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const bool wide = ((g.src | g.dst) & 15ull) == 0;
+  const unsigned long long n16 = wide ? g.bytes / 16 : 0;
+  const uint4 *s16 = (const uint4 *)g.src;
+  uint4 *d16 = (uint4 *)g.dst;
+  for (unsigned long long i = t; i < n16; i += step) d16[i] = s16[i];
+  const unsigned char *s1 = (const unsigned char *)g.src;
+  unsigned char *d1 = (unsigned char *)g.dst;
+  for (unsigned long long i = n16 * 16 + t; i < g.bytes; i += step) d1[i] = s1[i];
+}
