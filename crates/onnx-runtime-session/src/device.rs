@@ -79,25 +79,6 @@ impl DeviceTensor {
         Ok(())
     }
 
-    /// Copies `src` (same dtype and shape) over this tensor's contents on the device, in
-    /// order with the provider's queued work (the same caveat as [`DeviceTensor::overwrite`]).
-    pub fn copy_from(&self, src: &DeviceTensor) -> SessionResult<()> {
-        if src.dtype != self.dtype || src.shape != self.shape {
-            return Err(SessionError::invalid(format!(
-                "a {} device tensor of shape {:?} cannot be copied into a {} buffer of shape {:?}",
-                src.dtype, src.shape, self.dtype, self.shape
-            )));
-        }
-        let numel: usize = self.shape.iter().product();
-        let n = self.dtype.checked_storage_bytes(numel).unwrap_or(0);
-        let dst = DevicePtrMut(self.buffer().as_ptr() as *mut std::ffi::c_void);
-        if n > 0 && !std::ptr::eq(src.ptr().0, dst.0) {
-            // SAFETY: both buffers hold at least `n` bytes of the same dtype and shape.
-            unsafe { self.ep.copy_on_device(src.ptr(), dst, n)? };
-        }
-        Ok(())
-    }
-
     /// Copies each `(src, dst)` pair (same dtype and shape) on the device, in one batch where
     /// the provider can (a replay's input and output copies).
     pub fn copy_pairs(pairs: &[(&DeviceTensor, &DeviceTensor)]) -> SessionResult<()> {
@@ -128,7 +109,7 @@ impl DeviceTensor {
     /// A new device tensor with this one's contents (a copy on the device).
     pub fn duplicate(&self) -> SessionResult<DeviceTensor> {
         let t = Self::allocate(&self.ep, self.dtype, self.shape.clone())?;
-        t.copy_from(self)?;
+        Self::copy_pairs(&[(self, &t)])?;
         Ok(t)
     }
 

@@ -33,6 +33,17 @@ pub enum Precision {
     BFloat16,
 }
 
+impl Precision {
+    /// The half type a conversion goes to (`None`: run as written).
+    pub fn half_type(self) -> Option<DataType> {
+        match self {
+            Precision::AsWritten => None,
+            Precision::Float16 => Some(DataType::Float16),
+            Precision::BFloat16 => Some(DataType::BFloat16),
+        }
+    }
+}
+
 impl std::str::FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -616,10 +627,10 @@ fn typed(graph: &Graph, v: ValueId, dtype: DataType) -> Option<ValueType> {
 }
 
 fn retype(ty: &mut Option<ValueType>, to: DataType) {
-    match ty {
-        Some(ValueType::Tensor { dtype, .. }) if *dtype == DataType::Float32 => *dtype = to,
-        None => {}
-        _ => {}
+    if let Some(ValueType::Tensor { dtype, .. }) = ty {
+        if *dtype == DataType::Float32 {
+            *dtype = to;
+        }
     }
 }
 

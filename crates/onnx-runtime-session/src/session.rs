@@ -113,14 +113,9 @@ impl Session {
     pub fn from_graph(graph: &Graph, options: SessionOptions) -> SessionResult<Session> {
         let converted;
         let mut precision = None;
-        let graph = match options.precision {
-            Precision::AsWritten => graph,
-            p => {
-                let to = if p == Precision::Float16 {
-                    onnx_runtime_ir::DataType::Float16
-                } else {
-                    onnx_runtime_ir::DataType::BFloat16
-                };
+        let graph = match options.precision.half_type() {
+            None => graph,
+            Some(to) => {
                 let mut g = graph.clone();
                 precision =
                     Some(crate::precision::convert(&mut g, to).map_err(|e| {

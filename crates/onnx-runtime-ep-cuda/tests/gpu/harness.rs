@@ -539,3 +539,14 @@ pub fn uniform(rng: &mut Rng, dtype: DataType, shape: &[usize], lo: f64, hi: f64
         .collect();
     from_f64s(dtype, shape, &v)
 }
+
+/// A half-precision tensor's values as float32, in the same layout (other dtypes: the tensor
+/// itself) — the input of a float32 reference for half-type kernels.
+pub fn half_as_f32(t: &T) -> T {
+    if t.dtype == DataType::Float16 || t.dtype == DataType::BFloat16 {
+        let v: Vec<f64> = (0..t.numel()).map(|i| get(t, i)).collect();
+        from_f64s(DataType::Float32, &t.shape, &v).with_layout(t.layout)
+    } else {
+        t.clone()
+    }
+}

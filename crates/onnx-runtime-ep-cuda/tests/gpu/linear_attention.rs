@@ -22,16 +22,6 @@ const BF16: DataType = DataType::BFloat16;
 const DTYPES: [DataType; 3] = [F32, F16, BF16];
 const OPSET: u64 = 27;
 
-/// The same values as float32 (half types), else the tensor itself.
-fn as_f32(t: &T) -> T {
-    if t.dtype == F16 || t.dtype == BF16 {
-        let v: Vec<f64> = (0..t.numel()).map(|i| get(t, i)).collect();
-        from_f64s(F32, &t.shape, &v).with_layout(t.layout)
-    } else {
-        t.clone()
-    }
-}
-
 fn tol(dtype: DataType) -> f64 {
     match dtype {
         F16 => 5e-3,
@@ -55,7 +45,7 @@ fn close_scaled(got: &T, want: &T, what: &str) {
 /// inputs.
 fn check(ep: &CudaExecutionProvider, node: &Node, inputs: &[Option<T>], what: &str) -> Vec<T> {
     let native = reference(node, OPSET, inputs, what);
-    let up: Vec<Option<T>> = inputs.iter().map(|t| t.as_ref().map(as_f32)).collect();
+    let up: Vec<Option<T>> = inputs.iter().map(|t| t.as_ref().map(half_as_f32)).collect();
     let want = reference(node, OPSET, &up, what);
     let wired: Vec<T> = inputs.iter().flatten().cloned().collect();
     let shapes: Vec<Vec<usize>> = wired.iter().map(|t| t.shape.clone()).collect();

@@ -29,16 +29,6 @@ fn uniform(rng: &mut Rng, dtype: DataType, shape: &[usize], lo: f64, hi: f64) ->
     from_f64s(dtype, shape, &v)
 }
 
-/// The same values as float32 (half types), else the tensor itself.
-fn as_f32(t: &T) -> T {
-    if t.dtype == F16 || t.dtype == BF16 {
-        let v: Vec<f64> = (0..t.numel()).map(|i| get(t, i)).collect();
-        from_f64s(F32, &t.shape, &v).with_layout(t.layout)
-    } else {
-        t.clone()
-    }
-}
-
 /// (rtol, atol) for outputs of `dtype` against a float32 (or same-type) reference after up to
 /// 37 steps.
 fn tol(dtype: DataType) -> (f64, f64) {
@@ -292,7 +282,7 @@ fn check_node(
     inputs: &[Option<T>],
     what: &str,
 ) -> Vec<T> {
-    let up: Vec<Option<T>> = inputs.iter().map(|t| t.as_ref().map(as_f32)).collect();
+    let up: Vec<Option<T>> = inputs.iter().map(|t| t.as_ref().map(half_as_f32)).collect();
     let up_refs: Vec<Option<&T>> = up.iter().map(Option::as_ref).collect();
     let want = cpu_reference(node, opset, &up_refs)
         .unwrap_or_else(|e| panic!("{what}: CPU reference (float32): {e}"));

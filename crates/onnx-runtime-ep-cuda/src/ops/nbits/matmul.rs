@@ -559,18 +559,25 @@ impl Kernel for NBitsKernel {
         let b = base.req(inputs, 1)?;
         let y_rows = row_strides(out.shape, out.strides).filter(|&(_, cs)| cs == 1);
         let a_rows = row_strides(a.shape, a.strides);
-        if let Some((_, y_rs)) = y_rows {
-            if let Some((f, grid, mut p)) = self.nq_launch(&call, ptr_of(a), ptr_of(b), a_rows) {
-                p.a = ptr_of(a);
-                p.b = ptr_of(b);
-                p.scales = ptr_of(base.req(inputs, 2)?);
-                p.zp = match call.zp {
+        let scales = ptr_of(base.req(inputs, 2)?);
+        // The operand pointers and the output row stride, common to both GEMV parameter blocks.
+        macro_rules! operands {
+            ($p:ident, $y_rs:expr) => {
+                $p.a = ptr_of(a);
+                $p.b = ptr_of(b);
+                $p.scales = scales;
+                $p.zp = match call.zp {
                     Zp::Packed(z) => z,
                     _ => 0,
                 };
-                p.bias = call.bias.unwrap_or(0);
-                p.y = mut_ptr_of(out);
-                p.y_rs = if call.m == 1 { self.n as i64 } else { y_rs };
+                $p.bias = call.bias.unwrap_or(0);
+                $p.y = mut_ptr_of(out);
+                $p.y_rs = if call.m == 1 { self.n as i64 } else { $y_rs };
+            };
+        }
+        if let Some((y_rs, _)) = y_rows {
+            if let Some((f, grid, mut p)) = self.nq_launch(&call, ptr_of(a), ptr_of(b), a_rows) {
+                operands!(p, y_rs);
                 let mut args = [arg(&mut p)];
                 // SAFETY: nq_gemv_* (NQ_THREADS threads, static shared memory only) reads the
                 // checked views of A (M rows of K at a_rs, 16-byte aligned), B, scales, zero
@@ -592,16 +599,7 @@ impl Kernel for NBitsKernel {
         match launch {
             Some((f, grid, smem, mut p)) => {
                 let (y_rs, _) = y_rows.expect("checked above");
-                p.a = ptr_of(a);
-                p.b = ptr_of(b);
-                p.scales = ptr_of(base.req(inputs, 2)?);
-                p.zp = match call.zp {
-                    Zp::Packed(z) => z,
-                    _ => 0,
-                };
-                p.bias = call.bias.unwrap_or(0);
-                p.y = mut_ptr_of(out);
-                p.y_rs = if call.m == 1 { self.n as i64 } else { y_rs };
+                operands!(p, y_rs);
                 let mut args = [arg(&mut p)];
                 // SAFETY: nbits_gemv_* (256 threads, `smem` bytes of A tile) reads the checked
                 // views of A, B, scales, zero points and bias and writes M x N outputs at the
