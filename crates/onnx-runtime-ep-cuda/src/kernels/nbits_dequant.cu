@@ -58,7 +58,8 @@ template <typename T, int BITS, int UB> __device__ void nbits_dequant(const NbDe
   const int blk0 = k0 >> p.block_log2;
   const bool one_block = ((k0 + E - 1) >> p.block_log2) == blk0;
   float s = widen(S[(i64)n * p.kb + blk0]);
-  float zb = 8388608.f + nd_zero<T, BITS>(p, n, blk0);
+  // The zero point as given: float zero points may be fractional.
+  float z = nd_zero<T, BITS>(p, n, blk0);
   float v[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
@@ -66,10 +67,10 @@ template <typename T, int BITS, int UB> __device__ void nbits_dequant(const NbDe
       // A new block starts at most every 16 codes (blocks are at least 16 long).
       const int blk = (k0 + e) >> p.block_log2;
       s = widen(S[(i64)n * p.kb + blk]);
-      zb = 8388608.f + nd_zero<T, BITS>(p, n, blk);
+      z = nd_zero<T, BITS>(p, n, blk);
     }
     const u32 q = (words[e / CPW] >> ((e % CPW) * BITS)) & ((1u << BITS) - 1u);
-    v[e] = (__uint_as_float(0x4B000000u | q) - zb) * s;
+    v[e] = ((float)q - z) * s;
   }
   T *dst = (T *)p.w + (i64)nl * p.k + k0;
   constexpr int VEC = 16 / sizeof(T); // elements per 16-byte store
