@@ -109,8 +109,8 @@ pub fn bench(path: &Path, o: &BenchOptions<'_>) -> Result<(), String> {
             "{} device node(s) had calls the device kernel refused (run by the CPU kernel):",
             refused.len()
         );
-        for (node, n) in refused.iter().take(8) {
-            println!("  {node}: {n} call(s)");
+        for r in refused.iter().take(8) {
+            println!("  {}: {} call(s); first: {}", r.node, r.calls, r.reason);
         }
     }
     if let Some(rows) = o.profile {

@@ -80,15 +80,22 @@ impl CompiledGraph {
     /// Over every run so far: calls of device steps that ran on the device, and calls their
     /// CPU kernels took over.
     /// Device nodes some of whose calls the device kernel refused (so the CPU ran them), with
-    /// how many.
-    pub fn refused_nodes(&self) -> Vec<(String, usize)> {
+    /// how many and why the first was refused.
+    pub fn refused_nodes(&self) -> Vec<RefusedNode> {
         use std::sync::atomic::Ordering::Relaxed;
         self.steps
             .iter()
             .filter_map(|s| match &s.kind {
-                StepKind::Device(d) if d.refused.load(Relaxed) > 0 => {
-                    Some((s.name.clone(), d.refused.load(Relaxed)))
-                }
+                StepKind::Device(d) if d.refused.load(Relaxed) > 0 => Some(RefusedNode {
+                    node: s.name.clone(),
+                    calls: d.refused.load(Relaxed),
+                    reason: d
+                        .refusal
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone()
+                        .unwrap_or_default(),
+                }),
                 _ => None,
             })
             .collect()
@@ -396,6 +403,7 @@ impl Compiler<'_> {
                                 ep,
                                 ran: Default::default(),
                                 refused: Default::default(),
+                                refusal: Default::default(),
                             };
                             (StepKind::Device(Box::new(step)), Vec::new())
                         }
@@ -580,6 +588,17 @@ pub struct HostNode {
     pub node: String,
     /// `Op`, or `domain:Op`.
     pub op: String,
+    pub reason: String,
+}
+
+/// A device node some of whose calls its device kernel refused (the CPU kernel ran them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedNode {
+    /// `Op node 'name'`.
+    pub node: String,
+    /// Calls the device kernel refused so far.
+    pub calls: usize,
+    /// The device kernel's message for the first of them.
     pub reason: String,
 }
 

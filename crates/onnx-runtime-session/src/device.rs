@@ -215,6 +215,8 @@ pub(crate) struct DeviceStep {
     /// Calls that ran on the device, and calls left to the CPU kernel.
     pub ran: AtomicUsize,
     pub refused: AtomicUsize,
+    /// Why the first refused call was refused (the kernel's message).
+    pub refusal: std::sync::Mutex<Option<String>>,
 }
 
 /// Whether an error from a device kernel means "not on this device" (a dtype or op the
@@ -264,7 +266,7 @@ impl DeviceStep {
             .collect();
         let types = match self.kernel.output_types(&views) {
             Ok(t) => t,
-            Err(e) if is_refusal(&e) => return Ok(self.refuse()),
+            Err(e) if is_refusal(&e) => return Ok(self.refuse(|| e.to_string())),
             Err(e) => return Err(e.into()),
         };
         let mut outputs = types
@@ -274,7 +276,7 @@ impl DeviceStep {
         let mut out_views: Vec<TensorMut<'_>> = outputs.iter_mut().map(|t| t.view_mut()).collect();
         match self.kernel.execute(&views, &mut out_views) {
             Ok(()) => {}
-            Err(e) if is_refusal(&e) => return Ok(self.refuse()),
+            Err(e) if is_refusal(&e) => return Ok(self.refuse(|| e.to_string())),
             Err(e) => return Err(e.into()),
         }
         drop(out_views);
@@ -282,9 +284,12 @@ impl DeviceStep {
         Ok(Some(outputs))
     }
 
-    /// Counts a call left to the CPU kernel.
-    pub fn refuse<T>(&self) -> Option<T> {
-        self.refused.fetch_add(1, Ordering::Relaxed);
+    /// Counts a call left to the CPU kernel, keeping the first refusal's reason.
+    pub fn refuse<T>(&self, reason: impl FnOnce() -> String) -> Option<T> {
+        if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+            let mut first = self.refusal.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert_with(reason);
+        }
         None
     }
 }

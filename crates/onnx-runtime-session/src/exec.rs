@@ -345,7 +345,16 @@ fn run_on_device(
                 slots.device[slot] = Some(Arc::new(DeviceTensor::upload(&device.ep, t)?));
             }
             // Absent inputs, sequences, maps and strings: the CPU kernel decides.
-            _ => return Ok(device.refuse()),
+            other => {
+                return Ok(device.refuse(|| {
+                    let what = match other {
+                        None => "absent",
+                        Some(Value::Tensor(_)) => "a tensor without byte storage",
+                        Some(_) => "not a tensor",
+                    };
+                    format!("input {pos} is {what}, which cannot go to the device")
+                }))
+            }
         }
     }
     let inputs: Vec<StepInput<'_>> = step

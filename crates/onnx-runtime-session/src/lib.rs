@@ -30,7 +30,7 @@ mod workers;
 
 pub use binding::{DeviceValue, Input, Output, OutputOn};
 pub use capture::{CaptureReport, CudaGraph, SignatureReport};
-pub use compile::HostNode;
+pub use compile::{HostNode, RefusedNode};
 pub use error::{MissingOp, SessionError, SessionResult};
 pub use onnx_runtime_ep_cpu::{Tensor, Value};
 pub use optimize::optimize_for_device;

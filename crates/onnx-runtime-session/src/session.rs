@@ -226,8 +226,8 @@ impl Session {
     }
 
     /// The main graph's device nodes whose device kernel refused some calls so far (the CPU
-    /// kernel ran those), each with the number of refused calls.
-    pub fn refused_nodes(&self) -> Vec<(String, usize)> {
+    /// kernel ran those), each with the number of refused calls and the first one's reason.
+    pub fn refused_nodes(&self) -> Vec<crate::RefusedNode> {
         self.graph.refused_nodes()
     }
 

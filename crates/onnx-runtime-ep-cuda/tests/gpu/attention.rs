@@ -1057,16 +1057,23 @@ fn gqa_prompt_with_rotary() {
 fn gqa_decode_with_shared_past_buffer() {
     let ep = gpu();
     let mut rng = Rng::new(51);
-    let (b, d, pbuf) = (2usize, 128usize, 300usize);
-    for dtype in [F16, F32] {
-        for s in [1usize, 3] {
+    // Head size 128, and 16 (the tiny generate models' head size).
+    for (b, d, pbuf, dtype, s) in [
+        (2usize, 128usize, 300usize, F16, 1usize),
+        (2, 128, 300, F16, 3),
+        (2, 128, 300, F32, 1),
+        (2, 128, 300, F32, 3),
+        (1, 16, 128, F16, 1),
+        (1, 16, 128, F32, 1),
+    ] {
+        {
             let q = uniform(&mut rng, dtype, &[b, s, 8 * d], -1.0, 1.0);
             let k = uniform(&mut rng, dtype, &[b, s, 2 * d], -1.0, 1.0);
             let v = uniform(&mut rng, dtype, &[b, s, 2 * d], -1.0, 1.0);
             let pk = uniform(&mut rng, dtype, &[b, 2, pbuf, d], -1.0, 1.0);
             let pv = uniform(&mut rng, dtype, &[b, 2, pbuf, d], -1.0, 1.0);
-            // Valid keys (after this step): 120 and 300.
-            let seqlens = i32s(&[b], &[119, 299]);
+            // Valid keys (after this step): 120 and the whole buffer.
+            let seqlens = i32s(&[b], &[119, pbuf as i32 - 1][..b]);
             let total = i32s(&[1], &[pbuf as i32]);
             let n = gqa_node(7, 3, &[], &[]);
             check(
@@ -1085,6 +1092,43 @@ fn gqa_decode_with_shared_past_buffer() {
                 &format!("GQA decode {dtype} s {s}"),
             );
         }
+    }
+}
+
+/// The prompt step of a shared max-length buffer (onnxruntime-genai's
+/// past_present_share_buffer): total_sequence_length is the prompt's length, the past buffer
+/// is longer, and the presents keep the buffer's length (the CPU provider's and onnxruntime's
+/// shapes), with the prompt's rows first and zeros after them.
+#[test]
+fn gqa_prompt_into_a_shared_past_buffer() {
+    let ep = gpu();
+    let mut rng = Rng::new(53);
+    let (b, s, d, pbuf) = (2usize, 7usize, 64usize, 40usize);
+    for dtype in [F16, F32] {
+        let q = uniform(&mut rng, dtype, &[b, s, 8 * d], -1.0, 1.0);
+        let k = uniform(&mut rng, dtype, &[b, s, 2 * d], -1.0, 1.0);
+        let v = uniform(&mut rng, dtype, &[b, s, 2 * d], -1.0, 1.0);
+        // Whatever the buffer holds is not read by a first prompt.
+        let pk = uniform(&mut rng, dtype, &[b, 2, pbuf, d], -1.0, 1.0);
+        let pv = uniform(&mut rng, dtype, &[b, 2, pbuf, d], -1.0, 1.0);
+        let seqlens = i32s(&[b], &[6, 4]);
+        let total = i32s(&[1], &[s as i32]);
+        let n = gqa_node(7, 3, &[], &[]);
+        check(
+            &ep,
+            &n,
+            1,
+            &[
+                Some(q),
+                Some(k),
+                Some(v),
+                Some(pk),
+                Some(pv),
+                Some(seqlens),
+                Some(total),
+            ],
+            &format!("GQA prompt {dtype} into a {pbuf}-row shared buffer"),
+        );
     }
 }
 

@@ -306,6 +306,23 @@ fn layer_norm_older_forms_and_mixed_precision() {
             &format!("Simplified {dtype} with f32 scale"),
         );
     }
+    // float32 input with half scale and bias: PyTorch's float16 exports upcast a LayerNorm's
+    // input and keep its weights in float16 (BERT's 768-wide rows, and a ragged width).
+    for dtype in [F16, BF16] {
+        for hidden in [768usize, 37] {
+            let x = uniform(&mut rng, F32, &[2, 9, hidden], -2.0, 2.0);
+            let s = uniform(&mut rng, dtype, &[hidden], 0.5, 1.5);
+            let b = uniform(&mut rng, dtype, &[hidden], -1.0, 1.0);
+            let n = node("LayerNormalization", 3, 1, &[]);
+            check(
+                &ep,
+                &n,
+                17,
+                &[Some(x), Some(s), Some(b)],
+                &format!("LN f32 {hidden} with {dtype} scale and bias"),
+            );
+        }
+    }
 }
 
 #[test]

@@ -53,6 +53,11 @@ struct Plan {
     packed: bool,
     pbuf: usize,
     first_prompt: bool,
+    /// Keys the attention reads per batch row (the mask's last axis).
+    keys: usize,
+    /// The present caches' length: `keys`, or the past buffer's when that is longer (the
+    /// shared max-length buffer of past_present_share_buffer, the prompt step included), as
+    /// onnxruntime and the CPU provider do.
     tp: usize,
     /// Rotary: (cos, sin) caches as (rows, row stride, column stride), half width.
     rot: Option<(CacheRows, CacheRows, usize)>,
@@ -144,11 +149,12 @@ impl GqaKernel {
             _ => return Err(base.err("past_key and past_value go together")),
         };
         let first_prompt = pbuf == 0 || total_seq == s;
-        let tp = if first_prompt {
+        let keys = if first_prompt {
             total_seq.max(s)
         } else {
             pbuf.max(total_seq)
         };
+        let tp = keys.max(pbuf);
         let rot = if self.do_rotary {
             let (Some(cos), Some(sin)) = (base.input(inputs, 7), base.input(inputs, 8)) else {
                 return Err(base.err("do_rotary needs cos_cache and sin_cache"));
@@ -173,7 +179,7 @@ impl GqaKernel {
             None
         };
         if let Some(ab) = base.input(inputs, 10) {
-            attention_bias_mask(base, ab, (b, n, s, tp))?;
+            attention_bias_mask(base, ab, (b, n, s, keys))?;
         }
         if let Some(hs) = base.input(inputs, 11) {
             if hs.numel() != n || !hs.dtype.is_float() {
@@ -198,6 +204,7 @@ impl GqaKernel {
             packed,
             pbuf,
             first_prompt,
+            keys,
             tp,
             rot,
         })
@@ -399,7 +406,7 @@ impl Kernel for GqaKernel {
         self.sdpa
             .gqa_present(base, plan.dtype, past(4), vv, seqlens, dims, pv_out)?;
         let mask = match base.input(inputs, 10) {
-            Some(ab) => Some(attention_bias_mask(base, ab, (b, n, s, tp))?),
+            Some(ab) => Some(attention_bias_mask(base, ab, (b, n, s, plan.keys))?),
             None => None,
         };
         let sink = match base.input(inputs, 11) {
@@ -414,7 +421,7 @@ impl Kernel for GqaKernel {
             hq: n,
             hkv: nk,
             sq: s,
-            skv: tp,
+            skv: plan.keys,
             past: 0,
             d,
             dv: d,

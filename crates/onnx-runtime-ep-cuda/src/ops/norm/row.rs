@@ -33,15 +33,18 @@ const F64: DataType = DataType::Float64;
 const F16: DataType = DataType::Float16;
 const BF16: DataType = DataType::BFloat16;
 
-/// (input dtype, scale dtype) pairs the row module is compiled for: the same type, or float
-/// scales for half inputs (mixed-precision exports).
-pub(super) const ROW_VARIANTS: [(DataType, DataType); 6] = [
+/// (input dtype, scale dtype) pairs the row module is compiled for: the same type, float
+/// scales for half inputs, or half scales for float inputs (mixed-precision exports: PyTorch's
+/// float16 exports upcast a LayerNorm's input to float and keep its weights in float16).
+pub(super) const ROW_VARIANTS: [(DataType, DataType); 8] = [
     (F32, F32),
     (F64, F64),
     (F16, F16),
     (BF16, BF16),
     (F16, F32),
     (BF16, F32),
+    (F32, F16),
+    (F32, BF16),
 ];
 
 /// (threads per row, packs per thread) of the register kernels, as norm_row.cu instantiates
@@ -138,8 +141,9 @@ impl RowTable {
                 base.unsupported(
                     s,
                     format!(
-                        "the CUDA kernel takes scale and bias of the input's dtype ({t}), or \
-                         float for float16 / bfloat16 inputs"
+                        "the CUDA kernel takes scale and bias of the input's dtype ({t}), \
+                         float for float16 / bfloat16 inputs, or float16 / bfloat16 for float \
+                         inputs"
                     ),
                 )
             })?;
