@@ -124,16 +124,17 @@ fn fnv1a(bytes: &[u8], basis: u64) -> u64 {
 fn cache_key(source: &str, options: &[String], arch: u32, version: (i32, i32)) -> String {
     let mut text = String::from(source);
     text.push('\0');
-    let keyed: Vec<&str> = options
+    // Where the headers are, and in how many folders, differs between machines (a toolkit,
+    // pip wheels, both): only whether there are some is keyed, so a cache compiled on one
+    // machine serves another with the same NVRTC.
+    let mut keyed: Vec<&str> = options
         .iter()
-        .map(|o| {
-            if o.starts_with("--include-path=") {
-                "--include-path"
-            } else {
-                o.as_str()
-            }
-        })
+        .filter(|o| !o.starts_with("--include-path="))
+        .map(String::as_str)
         .collect();
+    if keyed.len() < options.len() {
+        keyed.push("--include-path");
+    }
     text.push_str(&keyed.join("\u{1}"));
     text.push_str(&format!("\0sm_{arch}\0nvrtc{}.{}", version.0, version.1));
     let a = fnv1a(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
@@ -194,6 +195,7 @@ pub fn compile_cubin(spec: &ModuleSpec, arch: u32) -> Result<Arc<Vec<u8>>, EpErr
             }
         }
     }
+    announce_compiles(arch);
     let cubin = Arc::new(nvrtc_compile(&spec.name, &source, &options)?);
     if let Some(path) = &file {
         write_atomic(path, &cubin);
@@ -203,6 +205,23 @@ pub fn compile_cubin(spec: &ModuleSpec, arch: u32) -> Result<Arc<Vec<u8>>, EpErr
         .unwrap_or_else(|e| e.into_inner())
         .insert(key, cubin.clone());
     Ok(cubin)
+}
+
+/// Says once per process, on stderr, that kernels are being compiled: the first use of a
+/// model's ops on a machine compiles their modules (a minute or more for the attention
+/// modules), which would otherwise look like a hang. `ONNX_RUNTIME_QUIET=1` silences it.
+fn announce_compiles(arch: u32) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var("ONNX_RUNTIME_QUIET").is_ok_and(|v| v.trim() == "1") {
+            return;
+        }
+        let dir = cache_dir().map_or_else(|| "no cache folder".into(), |d| d.display().to_string());
+        eprintln!(
+            "onnx-runtime: compiling CUDA kernels for sm_{arch} with NVRTC (once per machine; \
+             cached in {dir})"
+        );
+    });
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename; a failure only costs a
@@ -334,6 +353,13 @@ mod tests {
         assert_ne!(
             cache_key("src", &here, 90, (13, 0)),
             cache_key("src", &[], 90, (13, 0))
+        );
+        // Nor in how many folders (a toolkit and a pip wheel on the GPU machine, one wheel
+        // where the cache was built).
+        let both = vec![here[0].clone(), there[0].clone()];
+        assert_eq!(
+            cache_key("src", &both, 90, (13, 0)),
+            cache_key("src", &there, 90, (13, 0))
         );
     }
 }
