@@ -18,6 +18,11 @@
 //! Outputs come back in the same form, except that a tensor's fields are dtype code, shape and
 //! a `bytearray` holding a copy of its bytes (so the array made from it is writable and owns
 //! its memory).
+//!
+//! `NativeValue` (value.rs) is the other form a value takes: a Python object holding a host
+//! value or a tensor in CUDA device memory, for `OrtValue`, IO binding
+//! (`NativeSession::run_bound`) and DLPack (dlpack.rs), which shares memory with NumPy,
+//! PyTorch or CuPy without a copy.
 
 mod dlpack;
 mod value;

@@ -74,6 +74,30 @@ def test_bound_run_equals_run_and_onnxruntime(sess, reference):
         np.testing.assert_array_equal(values[1].numpy(), want_y)
 
 
+def test_the_same_code_runs_on_onnxruntime(model):
+    """One function, written against onnxruntime's API, run on both packages."""
+
+    def bound_run(mod, f):
+        s = mod.InferenceSession(model, providers=["CPUExecutionProvider"])
+        binding = s.io_binding()
+        binding.bind_ortvalue_input("x", mod.OrtValue.ortvalue_from_numpy(f["x"]))
+        b = np.ascontiguousarray(f["b"])
+        binding.bind_input("b", "cpu", 0, np.float32, list(b.shape), b.ctypes.data)
+        z = mod.OrtValue.ortvalue_from_shape_and_type([len(f["x"]), 2], np.float32, "cpu", 0)
+        binding.bind_output("y", "cpu")
+        binding.bind_ortvalue_output("z", z)
+        s.run_with_iobinding(binding)
+        outs = binding.get_outputs()
+        meta = [(v.shape(), v.data_type(), v.device_name(), v.is_tensor()) for v in outs]
+        return binding.copy_outputs_to_cpu(), meta, z.numpy()
+
+    f = feeds(5, n=6)
+    ours, ref = bound_run(ort, f), bound_run(onnxruntime, f)
+    assert ours[1] == ref[1]
+    for a, b in zip(ours[0] + [ours[2]], ref[0] + [ref[2]]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_ortvalue_inputs_and_address_inputs(sess):
     f = feeds(7)
     binding = sess.io_binding()
@@ -352,3 +376,12 @@ def test_dlpack_errors():
         ort.OrtValue(a)
     with pytest.raises(ValueError, match="no ONNX element type"):
         ort.OrtValue.ortvalue_from_shape_and_type([2], np.dtype("M8[s]"))
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" in ort.get_available_providers(), reason="a CUDA driver is here")
+def test_cuda_values_without_a_cuda_driver_are_a_clear_error():
+    a = np.zeros((2, 2), np.float32)
+    with pytest.raises(ort.EPFail, match="CUDA execution provider is not available on device 0"):
+        ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0)
+    with pytest.raises(ort.EPFail, match="not available on device 1"):
+        ort.OrtValue.ortvalue_from_shape_and_type([2], np.float32, "cuda", 1)
