@@ -18,18 +18,29 @@
 //! Outputs come back in the same form, except that a tensor's fields are dtype code, shape and
 //! a `bytearray` holding a copy of its bytes (so the array made from it is writable and owns
 //! its memory).
+//!
+//! `NativeValue` (value.rs) is the other form a value takes: a Python object holding a host
+//! value or a tensor in CUDA device memory, for `OrtValue`, IO binding
+//! (`NativeSession::run_bound`) and DLPack (dlpack.rs), which shares memory with NumPy,
+//! PyTorch or CuPy without a copy.
+
+mod dlpack;
+mod value;
 
 use onnx_runtime_ep_api::{EpError, ExecutionProvider};
 use onnx_runtime_ep_cpu::{Tensor, Value};
 use onnx_runtime_ir::{DataType, Dim, ValueType};
 use onnx_runtime_loader::{LoadError, Model};
-use onnx_runtime_session::{OptimizationLevel, Session, SessionError, SessionOptions};
+use onnx_runtime_session::{
+    Input, OptimizationLevel, Output, OutputOn, Session, SessionError, SessionOptions,
+};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 use std::path::PathBuf;
 use std::sync::Arc;
+use value::{NativeValue, Stored};
 
 // onnxruntime's exception classes (onnxruntime.capi.onnxruntime_pybind11_state), by the same
 // names and, like them, subclasses of Exception.
@@ -480,6 +491,100 @@ impl NativeSession {
         drop(values);
         out
     }
+
+    /// A bound run (`run_with_iobinding`): `inputs` are (name, value) pairs, host or device
+    /// values; `outputs` are (name, on_device) pairs, in the order the results come back.
+    /// Device inputs made on another provider (a value made without this session) are
+    /// synchronized first so this session's stream reads their final bytes; with
+    /// `synchronize` the run waits for the device before returning (onnxruntime's default).
+    #[pyo3(signature = (inputs, outputs, synchronize=true))]
+    fn run_bound(
+        &self,
+        py: Python<'_>,
+        inputs: Vec<(String, Py<NativeValue>)>,
+        outputs: Vec<(String, bool)>,
+        synchronize: bool,
+    ) -> PyResult<Vec<NativeValue>> {
+        let device = self.session.device();
+        for (name, v) in &inputs {
+            if let Stored::Device(d) = &v.get().stored {
+                let Some(ep) = device else {
+                    return Err(error(
+                        Code::InvalidArgument,
+                        format!(
+                            "input '{name}' is bound to a value on {}, and the session runs on                              the CPU only (CPUExecutionProvider); bind a CPU value or build the                              session with CUDAExecutionProvider",
+                            d.device_id()
+                        ),
+                    ));
+                };
+                if !Arc::ptr_eq(d.provider(), ep) {
+                    py.detach(|| d.synchronize())
+                        .map_err(|e| error(Code::EpFail, e))?;
+                }
+            }
+        }
+        if device.is_none() {
+            if let Some((name, _)) = outputs.iter().find(|(_, on)| *on) {
+                return Err(error(
+                    Code::InvalidArgument,
+                    format!(
+                        "output '{name}' is bound to a CUDA device, and the session runs on the                          CPU only (CPUExecutionProvider)"
+                    ),
+                ));
+            }
+        }
+        let bound: Vec<(&str, Input<'_>)> = inputs
+            .iter()
+            .map(|(n, v)| {
+                let input = match &v.get().stored {
+                    Stored::Host(h) => Input::Host(h),
+                    Stored::Device(d) => Input::Device(d),
+                };
+                (n.as_str(), input)
+            })
+            .collect();
+        let wanted: Vec<(&str, OutputOn)> = outputs
+            .iter()
+            .map(|(n, on)| {
+                (
+                    n.as_str(),
+                    if *on {
+                        OutputOn::Device
+                    } else {
+                        OutputOn::Host
+                    },
+                )
+            })
+            .collect();
+        let result = py.detach(|| -> Result<_, SessionError> {
+            let out = match &self.pool {
+                Some(pool) => pool.install(|| self.session.run_bound(&bound, &wanted)),
+                None => self.session.run_bound(&bound, &wanted),
+            }?;
+            if synchronize {
+                self.session.synchronize()?;
+            }
+            Ok(out)
+        });
+        let result = result.map_err(session_error)?;
+        drop(bound);
+        Ok(result
+            .into_iter()
+            .map(|(_, o)| match o {
+                Output::Host(v) => NativeValue::host(v, true),
+                Output::Device(d) => NativeValue {
+                    stored: Stored::Device(d),
+                    writable: true,
+                },
+            })
+            .collect())
+    }
+
+    /// Waits for the work the session queued on its device (nothing on the CPU).
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.session.synchronize())
+            .map_err(session_error)
+    }
 }
 
 /// Whether the CUDA driver library can be loaded here (so a CUDA session may be asked for).
@@ -492,7 +597,9 @@ fn cuda_available() -> bool {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<NativeSession>()?;
+    m.add_class::<NativeValue>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(value::cuda_stream, m)?)?;
     m.add("Fail", py.get_type::<Fail>())?;
     m.add("InvalidArgument", py.get_type::<InvalidArgument>())?;
     m.add("NoSuchFile", py.get_type::<NoSuchFile>())?;

@@ -27,6 +27,47 @@ use std::sync::Arc;
 pub struct DeviceValue(pub(crate) Arc<DeviceTensor>);
 
 impl DeviceValue {
+    /// Copies `tensor` into `ep`'s device memory (a value made without a session; a session
+    /// on the same device takes it as an input).
+    pub fn upload(ep: &Arc<dyn ExecutionProvider>, tensor: &Tensor) -> SessionResult<Self> {
+        Ok(DeviceValue(Arc::new(DeviceTensor::upload(ep, tensor)?)))
+    }
+
+    /// A device value over memory the caller owns (another library's tensor, handed over by
+    /// DLPack), without a copy. `keep_alive` is dropped when the last clone of the value is,
+    /// which is when the memory may be released. Errors if `dtype` has no byte storage or
+    /// the address is null for a non-empty tensor.
+    ///
+    /// # Safety
+    /// `ptr` must address `dtype.storage_bytes(product of shape)` bytes of contiguous
+    /// row-major elements on `ep`'s device, aligned to the element type, valid while
+    /// `keep_alive` lives and not written while a run reads them. Work that produced the bytes
+    /// on another stream must be ordered before `ep`'s stream by the caller, and `keep_alive`
+    /// is dropped without waiting for queued work that reads the bytes: a caller that runs
+    /// without synchronizing keeps the memory alive until [`Session::synchronize`].
+    pub unsafe fn from_raw(
+        ep: &Arc<dyn ExecutionProvider>,
+        dtype: DataType,
+        shape: Vec<usize>,
+        ptr: *const std::ffi::c_void,
+        keep_alive: Arc<dyn Send + Sync>,
+    ) -> SessionResult<Self> {
+        // SAFETY: forwarded to the caller.
+        let t = unsafe { DeviceTensor::borrowed(ep, dtype, shape, ptr, keep_alive)? };
+        Ok(DeviceValue(Arc::new(t)))
+    }
+
+    /// The provider whose memory (and stream) holds the value.
+    pub fn provider(&self) -> &Arc<dyn ExecutionProvider> {
+        self.0.provider()
+    }
+
+    /// Waits for the work queued on the value's provider (so the bytes are final for a
+    /// reader on another stream) and reports a device error.
+    pub fn synchronize(&self) -> SessionResult<()> {
+        Ok(self.0.provider().synchronize()?)
+    }
+
     pub fn dtype(&self) -> DataType {
         self.0.dtype()
     }
@@ -114,6 +155,22 @@ impl Session {
     pub fn to_device(&self, tensor: &Tensor) -> SessionResult<DeviceValue> {
         let ep = self.device().ok_or_else(no_device)?;
         Ok(DeviceValue(Arc::new(DeviceTensor::upload(ep, tensor)?)))
+    }
+
+    /// [`DeviceValue::from_raw`] on the session's device (an error without a device).
+    ///
+    /// # Safety
+    /// As for [`DeviceValue::from_raw`].
+    pub unsafe fn device_value_from_raw(
+        &self,
+        dtype: DataType,
+        shape: Vec<usize>,
+        ptr: *const std::ffi::c_void,
+        keep_alive: Arc<dyn Send + Sync>,
+    ) -> SessionResult<DeviceValue> {
+        let ep = self.device().ok_or_else(no_device)?;
+        // SAFETY: forwarded to the caller.
+        unsafe { DeviceValue::from_raw(ep, dtype, shape, ptr, keep_alive) }
     }
 
     /// Waits for the work the session queued on its device and reports a device error

@@ -17,13 +17,17 @@ use onnx_runtime_ir::{compute_contiguous_strides, DataType};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// A contiguous tensor in device memory; the memory goes back to its provider on drop.
+/// A contiguous tensor in device memory; the memory goes back to its provider on drop, unless
+/// it is borrowed ([`DeviceTensor::borrowed`]).
 pub(crate) struct DeviceTensor {
     buffer: Option<DeviceBuffer>,
     dtype: DataType,
     shape: Vec<usize>,
     strides: Vec<usize>,
     ep: Arc<dyn ExecutionProvider>,
+    /// Set for memory the provider did not allocate: what keeps it alive (dropped with the
+    /// tensor instead of handing the buffer back to the provider).
+    borrowed: Option<Arc<dyn Send + Sync>>,
 }
 
 impl DeviceTensor {
@@ -47,6 +51,49 @@ impl DeviceTensor {
             strides: compute_contiguous_strides(&shape),
             shape,
             ep: ep.clone(),
+            borrowed: None,
+        })
+    }
+
+    /// A tensor over `ptr`, device memory on `ep`'s device that someone else owns (another
+    /// library's tensor, handed over by DLPack): nothing is copied, and on drop `keep_alive`
+    /// is dropped instead of the memory going to the provider.
+    ///
+    /// # Safety
+    /// `ptr` must address the tensor's bytes (contiguous, row-major) on `ep`'s device,
+    /// aligned to the element type, and stay valid while `keep_alive` lives. The session only
+    /// reads it, in order with the work on `ep`'s stream.
+    pub unsafe fn borrowed(
+        ep: &Arc<dyn ExecutionProvider>,
+        dtype: DataType,
+        shape: Vec<usize>,
+        ptr: *const std::ffi::c_void,
+        keep_alive: Arc<dyn Send + Sync>,
+    ) -> SessionResult<DeviceTensor> {
+        let numel: usize = shape.iter().product();
+        let bytes = dtype.checked_storage_bytes(numel).ok_or_else(|| {
+            SessionError::InvalidArgument(format!(
+                "a {dtype} tensor of shape {shape:?} has no byte storage to read on {}",
+                ep.device_id()
+            ))
+        })?;
+        if bytes > 0 && ptr.is_null() {
+            return Err(SessionError::InvalidArgument(format!(
+                "a {dtype} tensor of shape {shape:?} on {} has a null address",
+                ep.device_id()
+            )));
+        }
+        // SAFETY: the caller guarantees `bytes` bytes at `ptr` on this device; the buffer is
+        // never handed to the provider (Drop checks `borrowed`).
+        let buffer =
+            unsafe { DeviceBuffer::from_raw_parts(ptr as *mut _, bytes, bytes, ep.device_id()) };
+        Ok(DeviceTensor {
+            buffer: Some(buffer),
+            dtype,
+            strides: compute_contiguous_strides(&shape),
+            shape,
+            ep: ep.clone(),
+            borrowed: Some(keep_alive),
         })
     }
 
@@ -183,6 +230,10 @@ impl DeviceTensor {
 
 impl Drop for DeviceTensor {
     fn drop(&mut self) {
+        if self.borrowed.is_some() {
+            // Not the provider's memory: dropping `borrowed` releases it to its owner.
+            return;
+        }
         if let Some(buffer) = self.buffer.take() {
             // The provider orders the reuse after the work already queued on its stream; a
             // failure here can only be a buffer from another provider, which cannot happen.

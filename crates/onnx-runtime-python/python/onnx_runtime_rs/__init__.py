@@ -42,6 +42,9 @@ __all__ = [
     "get_available_providers",
     "get_all_providers",
     "get_device",
+    "OrtValue",
+    "IOBinding",
+    "from_dlpack",
     "Fail",
     "InvalidArgument",
     "NoSuchFile",
@@ -526,9 +529,46 @@ class InferenceSession:
                 indices.append(i)
         return [_value_out(v) for v in self._native.run(feeds, indices)]
 
-    def run_with_ort_values(self, *args, **kwargs):
-        raise TypeError("OrtValue is not part of onnx_runtime_rs; call run() with numpy arrays")
+    def _cuda_device(self) -> int | None:
+        """The CUDA device the session runs on, or None on the CPU only."""
+        cuda = self._provider_options.get(CUDA)
+        return int(cuda["device_id"]) if cuda is not None else None
+
+    def io_binding(self) -> "IOBinding":
+        """A new IOBinding for this session (see IOBinding)."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: "IOBinding", run_options: RunOptions | None = None) -> None:
+        """Runs on the bound inputs; the outputs are then iobinding.get_outputs(). As in
+        onnxruntime the run waits for the device before returning, unless run_options has
+        "disable_synchronize_execution_providers" set to "1" (then call
+        iobinding.synchronize_outputs() before reading device outputs elsewhere)."""
+        if not isinstance(iobinding, IOBinding) or iobinding._session is not self:
+            raise ValueError("run_with_iobinding takes an IOBinding made by this session's io_binding()")
+        sync = True
+        if run_options is not None:
+            sync = run_options._config.get("disable_synchronize_execution_providers", "0") != "1"
+        iobinding._run(sync)
+
+    def run_with_ort_values(self, output_names, input_dict_ort_values: dict, run_options: RunOptions | None = None) -> list:
+        """run() on OrtValues: the outputs named (all when None or empty) as OrtValues on the
+        host."""
+        feeds = []
+        for name, value in input_dict_ort_values.items():
+            if name not in self._by_name:
+                raise _invalid(f"Invalid input name: {name}")
+            if not isinstance(value, OrtValue):
+                raise TypeError(f"input '{name}' must be an OrtValue, got {type(value).__name__}")
+            feeds.append((name, value._native))
+        names = list(output_names) if output_names else [io.name for io in self._outputs]
+        for name in names:
+            if name not in self._output_index:
+                raise _invalid(f"Invalid output name:{name}")
+        return [OrtValue(v) for v in self._native.run_bound(feeds, [(n, False) for n in names])]
 
     def __repr__(self) -> str:
         where = self._model_path or "<model bytes>"
         return f"onnx_runtime_rs.InferenceSession({where!r}, providers={self.get_providers()})"
+
+
+from ._iobinding import IOBinding, OrtValue, from_dlpack  # noqa: E402 (uses the helpers above)

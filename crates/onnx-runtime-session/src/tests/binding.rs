@@ -5,6 +5,7 @@ use super::recorder::*;
 use super::*;
 use crate::{CudaGraph, Input, OutputOn, SessionError};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// x [n,3] → Relu → Mul(r, r) → m; Shape(m) → Gather([1,0]) → Reshape(m, ·) → y [3,n];
 /// outputs y and the shape `s2`.
@@ -157,4 +158,85 @@ fn binding_misuse_is_a_clear_error() {
     assert!(e.contains("has no device"), "{e}");
     assert!(cpu.to_device(&x_of(0)).is_err());
     cpu.synchronize().unwrap();
+}
+
+/// Counts its drops: the keep-alive of a borrowed device value.
+struct DropCount(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn borrowed_device_memory_is_read_in_place_and_released_to_its_owner() {
+    for mode in [CudaGraph::Off, CudaGraph::Auto] {
+        let (dev, counters) = Recorder::new();
+        let s = session(&graph(), &dev, mode);
+        for seed in 0..3 {
+            // The recorder's device memory is host memory, so a Vec stands in for another
+            // library's device tensor.
+            let x = x_of(seed);
+            let theirs: Vec<f32> = x.data::<f32>().to_vec();
+            let drops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            // SAFETY: `theirs` holds the 12 floats of a [4, 3] tensor and outlives the value.
+            let v = unsafe {
+                s.device_value_from_raw(
+                    DataType::Float32,
+                    vec![4, 3],
+                    theirs.as_ptr() as *const std::ffi::c_void,
+                    Arc::new(DropCount(drops.clone())),
+                )
+            }
+            .unwrap();
+            assert_eq!(v.data_ptr(), theirs.as_ptr() as *const std::ffi::c_void);
+            assert_eq!(
+                (v.dtype(), v.shape()),
+                (DataType::Float32, &[4usize, 3][..])
+            );
+            let before = counts(&counters);
+            let out = s
+                .run_bound(&[("x", Input::Device(&v))], &[("y", OutputOn::Host)])
+                .unwrap();
+            assert_eq!(counts(&counters)[0], before[0], "{mode:?}: no upload of x");
+            let got: Vec<(String, Value)> = out
+                .into_iter()
+                .map(|(n, o)| (n, o.into_host().unwrap()))
+                .collect();
+            same(&got, &want(seed)[..1]);
+            let clone = v.clone();
+            drop(v);
+            assert_eq!(drops.load(Ordering::Relaxed), 0, "a clone still holds it");
+            drop(clone);
+            assert_eq!(
+                drops.load(Ordering::Relaxed),
+                1,
+                "released once, to its owner"
+            );
+        }
+    }
+    // Misuse: a null address, a dtype without bytes, and a session without a device.
+    let (dev, _) = Recorder::new();
+    let s = session(&graph(), &dev, CudaGraph::Off);
+    let keep = || Arc::new(()) as Arc<dyn Send + Sync>;
+    // SAFETY: each call is refused before the address is used.
+    let e =
+        unsafe { s.device_value_from_raw(DataType::Float32, vec![2], std::ptr::null(), keep()) }
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("null address"), "{e}");
+    let word = 0u64;
+    let p = &word as *const u64 as *const std::ffi::c_void;
+    // SAFETY: as above.
+    let e = unsafe { s.device_value_from_raw(DataType::String, vec![1], p, keep()) }
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no byte storage"), "{e}");
+    let cpu = Session::from_graph(&graph().g, Default::default()).unwrap();
+    // SAFETY: as above.
+    let e = unsafe { cpu.device_value_from_raw(DataType::Float32, vec![1], p, keep()) }
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no device"), "{e}");
 }
