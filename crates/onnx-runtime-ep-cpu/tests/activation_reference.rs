@@ -170,7 +170,8 @@ fn activations_are_bit_equal_to_onnxruntime() {
             .map(|&b| f(f32::from_bits(b)).to_bits())
             .collect()
     };
-    let scalar: [(&str, fn(f32) -> f32); 3] = [
+    type Scalar = fn(f32) -> f32;
+    let scalar: [(&str, Scalar); 3] = [
         ("Sigmoid", vecmath::sigmoid),
         ("Tanh", vecmath::tanh),
         ("Gelu tanh", vecmath::gelu_tanh),
