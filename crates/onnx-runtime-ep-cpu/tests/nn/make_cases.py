@@ -3,7 +3,8 @@
 Two sources:
 - the ONNX backend node tests of the nn ops (single-node models, expected outputs as shipped);
 - com.microsoft ops (no backend tests): small random cases whose expected outputs come from
-  onnxruntime (see ms_cases.py).
+  onnxruntime (see ms_cases.py);
+- RNN, GRU and LSTM on random inputs, expected outputs from onnxruntime (see rnn_cases.py).
 
 Usage: python3 make_cases.py OUT.json [PREFIX ...]
 """
@@ -106,8 +107,10 @@ def main():
     cases = backend_cases(prefixes)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import ms_cases
+    import rnn_cases
 
     cases += ms_cases.cases()
+    cases += rnn_cases.cases()
     with open(out, "w") as f:
         json.dump(cases, f)
     print(f"{len(cases)} cases -> {out}")

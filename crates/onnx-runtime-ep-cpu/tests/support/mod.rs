@@ -22,16 +22,7 @@ pub const NO_KERNEL: &str = "no kernel";
 /// "onnx, numpy"), except under CI, which installs them (scripts/requirements-test.txt): there
 /// a skip would hide the test, so it fails.
 pub fn load_cases(script: &str, modules: &str) -> Option<Vec<J>> {
-    let have_python = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !have_python {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs python3 with {modules} (pip install -r scripts/requirements-test.txt)"
-        );
-        eprintln!("skipped: python3 with {modules} makes the reference cases");
+    if !python_has(modules) {
         return None;
     }
     let stem = script.replace(['/', '.'], "_");
@@ -48,6 +39,24 @@ pub fn load_cases(script: &str, modules: &str) -> Option<Vec<J>> {
     let text = std::fs::read_to_string(&out).unwrap();
     let _ = std::fs::remove_file(&out);
     Some(serde_json::from_str(&text).unwrap())
+}
+
+/// Whether python3 can import `modules` (e.g. "onnx, numpy"). Outside CI a missing module
+/// prints why the test is skipped; under CI, which installs them
+/// (scripts/requirements-test.txt), it fails: there a skip would hide the test.
+pub fn python_has(modules: &str) -> bool {
+    let have_python = Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_python {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs python3 with {modules} (pip install -r scripts/requirements-test.txt)"
+        );
+        eprintln!("skipped: python3 with {modules} makes the reference cases");
+    }
+    have_python
 }
 
 /// A JSON tensor; `None` for `null` or one this runtime cannot hold.
@@ -158,14 +167,16 @@ pub fn compare_tensor(got: &Value, want: &J, rtol: f64, atol: f64) -> Result<(),
 /// How one output is checked against its expected JSON, with the case's (rtol, atol).
 pub type Check = fn(&Value, &J, f64, f64) -> Result<(), String>;
 
-/// Builds the case's node, runs its kernel and checks every output the case gives (not null)
-/// with `check`. `Err(NO_KERNEL)` when no kernel is registered for it.
-pub fn run_case(c: &J, check: Check) -> Result<(), String> {
-    let op = c["op"].as_str().unwrap();
-    let domain = c["domain"].as_str().unwrap();
-    let opset = c["opset"].as_u64().unwrap();
-    let inputs: Vec<Option<Tensor>> = c["inputs"].as_array().unwrap().iter().map(tensor).collect();
-    let n_out = c["n_outputs"].as_u64().unwrap() as usize;
+/// Builds one node of `op` (inputs `None` where omitted, `n_out` outputs, `attrs`) on its
+/// registered CPU kernel and runs it. `Err(NO_KERNEL)` when no kernel is registered for it.
+pub fn run_node(
+    op: &str,
+    domain: &str,
+    opset: u64,
+    inputs: Vec<Option<Tensor>>,
+    n_out: usize,
+    attrs: Vec<(String, Attribute)>,
+) -> Result<Vec<Value>, String> {
     let mut node = Node::new(
         NodeId(0),
         op,
@@ -175,14 +186,32 @@ pub fn run_case(c: &J, check: Check) -> Result<(), String> {
         (0..n_out).map(|i| ValueId(100 + i)).collect(),
     )
     .with_domain(domain);
-    for (k, v) in c["attrs"].as_object().unwrap() {
-        node.attributes.insert(k.clone(), attribute(v));
-    }
+    node.attributes.extend(attrs);
     let (_, factory) = registry().lookup(domain, op, opset).ok_or(NO_KERNEL)?;
     let kernel = factory(&BuildContext::new(&node, opset)).map_err(|e| format!("build: {e}"))?;
     let vals: Vec<Option<Value>> = inputs.into_iter().map(|t| t.map(Value::Tensor)).collect();
     let refs: Vec<Option<&Value>> = vals.iter().map(|v| v.as_ref()).collect();
-    let outs = kernel.run(&refs).map_err(|e| format!("run: {e}"))?;
+    kernel.run(&refs).map_err(|e| format!("run: {e}"))
+}
+
+/// Builds the case's node, runs its kernel and checks every output the case gives (not null)
+/// with `check`. `Err(NO_KERNEL)` when no kernel is registered for it.
+pub fn run_case(c: &J, check: Check) -> Result<(), String> {
+    let inputs: Vec<Option<Tensor>> = c["inputs"].as_array().unwrap().iter().map(tensor).collect();
+    let attrs: Vec<(String, Attribute)> = c["attrs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), attribute(v)))
+        .collect();
+    let outs = run_node(
+        c["op"].as_str().unwrap(),
+        c["domain"].as_str().unwrap(),
+        c["opset"].as_u64().unwrap(),
+        inputs,
+        c["n_outputs"].as_u64().unwrap() as usize,
+        attrs,
+    )?;
     let (rtol, atol) = (c["rtol"].as_f64().unwrap(), c["atol"].as_f64().unwrap());
     for (i, w) in c["outputs"].as_array().unwrap().iter().enumerate() {
         if w.is_null() {

@@ -104,8 +104,7 @@ impl FloatOp for GeluTanh {
     }
     #[inline(always)]
     fn f32(&self, x: f32) -> f32 {
-        let k = (2.0 / std::f64::consts::PI).sqrt() as f32;
-        0.5 * x * (1.0 + vecmath::tanh(k * (x + 0.044715 * x * x * x)))
+        vecmath::gelu_tanh(x)
     }
 }
 struct LeakyRelu(f64);

@@ -26,7 +26,7 @@ pub fn float_map<O: FloatOp>(info: &NodeInfo, x: &Tensor, op: &O) -> Result<Tens
     Ok(match x.dtype() {
         // Always inlined: the approximations are too big for the inliner's own judgement, and
         // a call per element would keep the loop scalar.
-        DataType::Float32 => unary::<f32, f32>(
+        DataType::Float32 => super::elementwise::unary_f32(
             x,
             #[inline(always)]
             |v| op.f32(v),

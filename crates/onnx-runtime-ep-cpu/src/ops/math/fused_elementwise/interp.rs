@@ -16,6 +16,7 @@ pub(super) trait Lane: Real {
     fn l_erf(self) -> Self;
     fn l_tanh(self) -> Self;
     fn l_sigmoid(self) -> Self;
+    fn l_gelu_tanh(self) -> Self;
 }
 
 impl Lane for f32 {
@@ -35,6 +36,10 @@ impl Lane for f32 {
     fn l_sigmoid(self) -> f32 {
         vecmath::sigmoid(self)
     }
+    #[inline(always)]
+    fn l_gelu_tanh(self) -> f32 {
+        vecmath::gelu_tanh(self)
+    }
 }
 
 impl Lane for f64 {
@@ -53,6 +58,11 @@ impl Lane for f64 {
     #[inline(always)]
     fn l_sigmoid(self) -> f64 {
         sigmoid(self)
+    }
+    #[inline(always)]
+    fn l_gelu_tanh(self) -> f64 {
+        let k = (2.0 / std::f64::consts::PI).sqrt();
+        0.5 * self * (1.0 + (k * (self + 0.044715 * self * self * self)).tanh())
     }
 }
 
@@ -158,10 +168,7 @@ fn eval<R: Lane>(op: Op, d: &mut [R], s: &[&[R]]) {
         Op::Gelu => map1(d, s[0], |x| {
             R::cst(0.5) * x * (one + (x * R::cst(std::f64::consts::FRAC_1_SQRT_2)).l_erf())
         }),
-        Op::GeluTanh => map1(d, s[0], |x| {
-            let k = R::cst((2.0 / std::f64::consts::PI).sqrt());
-            R::cst(0.5) * x * (one + (k * (x + R::cst(0.044715) * x * x * x)).l_tanh())
-        }),
+        Op::GeluTanh => map1(d, s[0], |x| x.l_gelu_tanh()),
         Op::LeakyRelu => map2(d, s[0], s[1], |x, a| if x < z { x * a } else { x }),
         Op::Elu => map2(d, s[0], s[1], |x, a| if x < z { a * x.exp_m1() } else { x }),
         Op::Celu => map2(d, s[0], s[1], |x, a| {

@@ -128,11 +128,19 @@ impl Activation {
             let act = self;
             vecmath::with_avx2(
                 #[inline(always)]
-                || act.apply_to(r, vecmath::tanh, vecmath::sigmoid, vecmath::erf),
+                || {
+                    act.apply_to(
+                        r,
+                        vecmath::tanh,
+                        vecmath::sigmoid,
+                        vecmath::erf,
+                        vecmath::gelu_tanh,
+                    )
+                },
             );
         } else {
             let erf = |v: T| c(libm::erf(v.to_f64c()));
-            self.apply_to(row, |v: T| v.tanh(), sigmoid, erf);
+            self.apply_to(row, |v: T| v.tanh(), sigmoid, erf, gelu_tanh);
         }
     }
 
@@ -144,6 +152,7 @@ impl Activation {
         tanh: impl Fn(T) -> T,
         sigm: impl Fn(T) -> T,
         erf: impl Fn(T) -> T,
+        gelu_tanh: impl Fn(T) -> T,
     ) {
         let zero = T::zero();
         match self {
@@ -182,14 +191,7 @@ impl Activation {
                 row.iter_mut()
                     .for_each(|v| *v = h * *v * (T::one() + erf(*v * s)))
             }
-            Activation::FastGelu => {
-                let h: T = c(0.5);
-                let (k, a): (T, T) = (c((2.0 / std::f64::consts::PI).sqrt()), c(0.044715));
-                row.iter_mut().for_each(|v| {
-                    let x = *v;
-                    *v = h * x * (T::one() + tanh(k * (x + a * x * x * x)))
-                })
-            }
+            Activation::FastGelu => row.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
         }
     }
 }
@@ -202,6 +204,13 @@ fn clamp01<T: Real>(x: T) -> T {
     } else {
         x
     }
+}
+
+/// The tanh-approximated GELU for the types without a float32 approximation.
+#[inline]
+fn gelu_tanh<T: Real>(x: T) -> T {
+    let (h, k, a): (T, T, T) = (c(0.5), c((2.0 / std::f64::consts::PI).sqrt()), c(0.044715));
+    h * x * (T::one() + (k * (x + a * x * x * x)).tanh())
 }
 
 #[inline]

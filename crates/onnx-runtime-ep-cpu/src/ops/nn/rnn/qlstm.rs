@@ -323,9 +323,14 @@ impl QLstmKernel {
     ) {
         let h = self.hidden;
         crate::ops::math::vecmath::with_avx2(|| {
-            for (((o, &x), &r), &b) in gates.iter_mut().zip(xr).zip(hrr).zip(bias) {
-                *o = x + r + b;
+            // onnxruntime's order: (X W + H R) + P . C, then + (Wb + Rb), then clip.
+            for ((o, &x), &r) in gates.iter_mut().zip(xr).zip(hrr) {
+                *o = x + r;
             }
+            let (bi, rest) = bias.split_at(h);
+            let (bo, rest) = rest.split_at(h);
+            let (bf, bc) = rest.split_at(h);
+            let add = |v: &mut [f32], b: &[f32]| v.iter_mut().zip(b).for_each(|(x, &b)| *x += b);
             let (gi, rest) = gates.split_at_mut(h);
             let (go, rest) = rest.split_at_mut(h);
             let (gf, gc) = rest.split_at_mut(h);
@@ -346,6 +351,7 @@ impl QLstmKernel {
             for ((i, &p), &c) in gi.iter_mut().zip(pi).zip(cb.iter()) {
                 *i += p * c;
             }
+            add(gi, bi);
             clip(gi);
             acts[0].apply_slice(gi);
             if self.input_forget {
@@ -356,9 +362,11 @@ impl QLstmKernel {
                 for ((f, &p), &c) in gf.iter_mut().zip(pf).zip(cb.iter()) {
                     *f += p * c;
                 }
+                add(gf, bf);
                 clip(gf);
                 acts[0].apply_slice(gf);
             }
+            add(gc, bc);
             clip(gc);
             acts[1].apply_slice(gc);
             for (((c, &f), &i), &cc) in cb.iter_mut().zip(gf.iter()).zip(gi.iter()).zip(gc.iter()) {
@@ -367,6 +375,7 @@ impl QLstmKernel {
             for ((o, &p), &c) in go.iter_mut().zip(po).zip(cb.iter()) {
                 *o += p * c;
             }
+            add(go, bo);
             clip(go);
             acts[0].apply_slice(go);
             th.copy_from_slice(cb);

@@ -118,9 +118,9 @@ fn run_case(c: &Case, seed: u64) {
                     continue;
                 }
                 let t = if reverse { lens[bi] - 1 - step } else { step };
-                let pre = |j: usize| {
-                    xw[(t * batch + bi) * g + j]
-                        + hr[bi * g + j]
+                // onnxruntime's order: (X W + H R) + P . C, then + (Wb + Rb).
+                let pre = |j: usize, peep: f32| {
+                    (xw[(t * batch + bi) * g + j] + hr[bi * g + j] + peep)
                         + (b[d * 2 * g + j] + b[d * 2 * g + g + j])
                 };
                 for j in 0..h {
@@ -130,15 +130,15 @@ fn run_case(c: &Case, seed: u64) {
                         p[d * 3 * h + 2 * h + j],
                     );
                     let cp = cs[bi * h + j];
-                    let i = sigmoid(clip(pre(j) + pi * cp));
+                    let i = sigmoid(clip(pre(j, pi * cp)));
                     let f = if c.input_forget {
                         1.0 - i
                     } else {
-                        sigmoid(clip(pre(2 * h + j) + pf * cp))
+                        sigmoid(clip(pre(2 * h + j, pf * cp)))
                     };
-                    let cc = tanh(clip(pre(3 * h + j)));
+                    let cc = tanh(clip(pre(3 * h + j, 0.0)));
                     let cn = f * cp + i * cc;
-                    let o = sigmoid(clip(pre(h + j) + po * cn));
+                    let o = sigmoid(clip(pre(h + j, po * cn)));
                     cs[bi * h + j] = cn;
                     hs[bi * h + j] = o * tanh(cn);
                 }
