@@ -32,11 +32,12 @@ def main() -> int:
     ap.add_argument("--max-length", type=int, default=144)
     a = ap.parse_args()
     cfg_path = os.path.join(a.model_dir, "genai_config.json")
-    share, filename = False, "model.onnx"
+    share, filename, dec = False, "model.onnx", {}
     if os.path.isfile(cfg_path):
-        dec = json.load(open(cfg_path))["model"]["decoder"]
+        cfg = json.load(open(cfg_path))
+        dec = cfg["model"]["decoder"]
         filename = dec.get("filename", filename)
-        share = json.load(open(cfg_path)).get("search", {}).get("past_present_share_buffer", False)
+        share = cfg.get("search", {}).get("past_present_share_buffer", False)
     model = onnx.load(os.path.join(a.model_dir, filename), load_external_data=False)
     rows = a.max_length if share else a.cached
     total = a.cached + 1
@@ -59,7 +60,14 @@ def main() -> int:
             v = np.array([[a.cached]], dt)
         elif "past" in name:
             dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-            shape = [1, dims[1], rows, dims[3]]
+            # Symbolic cache dimensions: the heads and head size from genai_config.json.
+            heads = dims[1] or dec.get("num_key_value_heads")
+            width = dims[3] or dec.get("head_size")
+            if not heads or not width:
+                print(f"{name}: the cache's heads / head size are not in the model or "
+                      "genai_config.json", file=sys.stderr)
+                return 2
+            shape = [1, heads, rows, width]
             v = (rng.standard_normal(shape) * 0.5).astype(dt)
         else:
             print(f"{name}: unknown decoder input", file=sys.stderr)
