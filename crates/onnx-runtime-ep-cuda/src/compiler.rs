@@ -153,10 +153,19 @@ pub fn compile_cubin(spec: &ModuleSpec, arch: u32) -> Result<Arc<Vec<u8>>, EpErr
     if let Some(hit) = memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(hit.clone());
     }
-    // One compile at a time: threads that want the same variant wait for the first one's
-    // result instead of compiling it again.
-    static COMPILING: Mutex<()> = Mutex::new(());
-    let _guard = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
+    // One compile per variant at a time: threads that want the same variant wait for the
+    // first one's result instead of compiling it again; different variants compile in
+    // parallel (NVRTC compiles one program per call on the calling thread).
+    type Inflight = Mutex<HashMap<(ModuleSpec, u32), Arc<Mutex<()>>>>;
+    static INFLIGHT: OnceLock<Inflight> = OnceLock::new();
+    let gate = INFLIGHT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.clone())
+        .or_default()
+        .clone();
+    let _guard = gate.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(hit) = memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(hit.clone());
     }
