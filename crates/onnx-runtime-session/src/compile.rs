@@ -89,12 +89,7 @@ impl CompiledGraph {
                 StepKind::Device(d) if d.refused.load(Relaxed) > 0 => Some(RefusedNode {
                     node: s.name.clone(),
                     calls: d.refused.load(Relaxed),
-                    reason: d
-                        .refusal
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clone()
-                        .unwrap_or_default(),
+                    reason: d.refusal.get().cloned().unwrap_or_default(),
                 }),
                 _ => None,
             })

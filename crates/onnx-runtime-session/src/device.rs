@@ -267,7 +267,7 @@ pub(crate) struct DeviceStep {
     pub ran: AtomicUsize,
     pub refused: AtomicUsize,
     /// Why the first refused call was refused (the kernel's message).
-    pub refusal: std::sync::Mutex<Option<String>>,
+    pub refusal: std::sync::OnceLock<String>,
 }
 
 /// Whether an error from a device kernel means "not on this device" (a dtype or op the
@@ -338,8 +338,7 @@ impl DeviceStep {
     /// Counts a call left to the CPU kernel, keeping the first refusal's reason.
     pub fn refuse<T>(&self, reason: impl FnOnce() -> String) -> Option<T> {
         if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
-            let mut first = self.refusal.lock().unwrap_or_else(|e| e.into_inner());
-            first.get_or_insert_with(reason);
+            self.refusal.get_or_init(reason);
         }
         None
     }
