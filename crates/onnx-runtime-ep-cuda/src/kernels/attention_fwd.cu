@@ -182,6 +182,162 @@ template <int DP, int BM, int BN> __device__ __forceinline__ void attn_simt(cons
 ATT_SIMT_LIST
 #undef X
 
+// attn_dec_<DP>: the decode kernel, for blocks of at most DEC_ROWS query rows (a decode step's
+// GQA group, sq * group rows). One block of 128 threads per (batch * kv head, split of the
+// keys); it walks its split DEC_KEYS keys at a time. Each key row is read once with 16-byte
+// loads by LPK = DP / VEC lanes (a warp scores 32 / LPK keys at a time against every row of
+// Q, kept in shared memory); the scores go through attn_simt's pipeline (finish_score); the
+// online softmax runs in shared memory, one warp per row; P V accumulates per feature (a
+// thread per feature, every row in registers). Splits write the partials attn_combine merges.
+#define DEC_ROWS 16
+#define DEC_KEYS 64
+
+template <int DP> __device__ __forceinline__ void attn_dec(const AttnParams &p) {
+  constexpr int VEC = 16 / (int)sizeof(T);
+  constexpr int LPK = DP / VEC;
+  if constexpr (LPK <= 32 && LPK * VEC == DP) {
+    constexpr int KPW = 32 / LPK, NW = ATT_NT / 32, CPT = (DP + ATT_NT - 1) / ATT_NT;
+    __shared__ ACC sQ[DEC_ROWS][DP];
+    __shared__ ACC sS[DEC_ROWS][DEC_KEYS];
+    __shared__ ACC sM[DEC_ROWS], sL[DEC_ROWS], sA[DEC_ROWS];
+    __shared__ RowInfo rows[DEC_ROWS];
+    __shared__ int range[2];
+    const int bi = blockIdx.y / p.hkv, kh = blockIdx.y % p.hkv;
+    setup_rows<DEC_ROWS>(p, bi, kh, rows, range);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int nrows = min(p.group * p.sq, DEC_ROWS);
+    for (int idx = tid; idx < DEC_ROWS * DP; idx += ATT_NT) {
+      const int r = idx / DP, c = idx - r * DP;
+      ACC v = (ACC)0;
+      if (rows[r].valid && c < p.d) {
+        const T *qrow = (const T *)p.q.ptr + rows[r].q_off;
+        const T *qb = p.q.bias != nullptr ? (const T *)p.q.bias + (i64)rows[r].h * p.q.bias_h
+                                          : nullptr;
+        v = load_elem<ACC>(p.q, qrow, qb, c);
+      }
+      sQ[r][c] = v;
+    }
+    if (tid < DEC_ROWS) {
+      // An attention sink joins the first split's softmax as one extra logit (value zero).
+      const bool sink = tid < nrows && blockIdx.z == 0 && rows[tid].sink != neg_inf<float>();
+      sM[tid] = sink ? (ACC)rows[tid].sink : neg_inf<ACC>();
+      sL[tid] = sink ? (ACC)1 : (ACC)0;
+    }
+    int begin, end;
+    split_range(p, range[0], range[1], 1, begin, end);
+    ACC o[CPT][DEC_ROWS];
+#pragma unroll
+    for (int q = 0; q < CPT; ++q)
+#pragma unroll
+      for (int r = 0; r < DEC_ROWS; ++r) o[q][r] = (ACC)0;
+    const ACC scale = (ACC)p.scale;
+    const int grp = lane / LPK, c0 = (lane % LPK) * VEC;
+    for (int k0 = begin; k0 < end; k0 += DEC_KEYS) {
+      const int k1 = min(k0 + DEC_KEYS, end), n = k1 - k0;
+      __syncthreads();
+      for (int j0 = k0 + warp * KPW; j0 < k1; j0 += NW * KPW) {
+        const int j = j0 + grp;
+        ACC kv[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) kv[e] = (ACC)0;
+        if (j < k1) {
+          const AttnSrc *s;
+          const T *b;
+          const T *row = kv_row(p.k, p.pk, p.past, bi, kh, j, s, b);
+          load_chunk<ACC, VEC>(*s, row, b, c0, p.d, kv);
+        }
+        for (int r = 0; r < nrows; ++r) {
+          ACC acc = (ACC)0;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc += sQ[r][c0 + e] * kv[e];
+#pragma unroll
+          for (int off = LPK / 2; off > 0; off >>= 1)
+            acc += __shfl_xor_sync(0xffffffffu, acc, off);
+          if (lane % LPK == 0 && j < k1)
+            sS[r][j - k0] = finish_score<ACC>(p, rows[r], j, acc * scale);
+        }
+      }
+      __syncthreads();
+      for (int r = warp; r < nrows; r += NW) {
+        const ACC mold = sM[r];
+        ACC mx = mold;
+        for (int j = lane; j < n; j += 32) mx = sS[r][j] > mx ? sS[r][j] : mx;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+          const ACC other = __shfl_xor_sync(0xffffffffu, mx, off);
+          mx = other > mx ? other : mx;
+        }
+        const ACC mref = mx == neg_inf<ACC>() ? (ACC)0 : mx;
+        ACC sum = (ACC)0;
+        for (int j = lane; j < n; j += 32) {
+          const ACC e = att_exp(sS[r][j] - mref);
+          sS[r][j] = e;
+          sum += e;
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        __syncwarp();
+        if (lane == 0) {
+          const ACC alpha = mold == neg_inf<ACC>() ? (ACC)0 : att_exp(mold - mref);
+          sA[r] = alpha;
+          sM[r] = mx;
+          sL[r] = sL[r] * alpha + sum;
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int q = 0; q < CPT; ++q) {
+        const int c = tid + q * ATT_NT;
+        if (c >= p.dv) continue;
+#pragma unroll
+        for (int r = 0; r < DEC_ROWS; ++r)
+          if (r < nrows) o[q][r] *= sA[r];
+        for (int jj = 0; jj < n; ++jj) {
+          const AttnSrc *s;
+          const T *b;
+          const T *row = kv_row(p.v, p.pv, p.past, bi, kh, k0 + jj, s, b);
+          const ACC v = load_elem<ACC>(*s, row, b, c);
+#pragma unroll
+          for (int r = 0; r < DEC_ROWS; ++r)
+            if (r < nrows) o[q][r] += sS[r][jj] * v;
+        }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < CPT; ++q) {
+      const int c = tid + q * ATT_NT;
+      if (c >= p.dv) continue;
+#pragma unroll
+      for (int r = 0; r < DEC_ROWS; ++r) {
+        if (r >= nrows || !rows[r].valid) continue;
+        if (p.splits > 1) {
+          part_o(p, blockIdx.z, rows[r].gidx)[c] = o[q][r];
+          if (c == 0) {
+            ACC *ml = part_ml(p, blockIdx.z, rows[r].gidx);
+            ml[0] = sM[r];
+            ml[1] = sL[r];
+          }
+        } else {
+          const ACC inv = sL[r] > (ACC)0 ? (ACC)1 / sL[r] : (ACC)0;
+          T *orow = (T *)p.out + rows[r].o_off;
+          orow[(i64)c * p.oc] = Narrow<T>::from(o[q][r] * inv);
+        }
+      }
+    }
+  }
+}
+
+#define DEC(DP)                                                                              \
+  extern "C" __global__ void __launch_bounds__(ATT_NT) attn_dec_##DP(AttnParams p) {         \
+    attn_dec<DP>(p);                                                                         \
+  }
+DEC(32)
+DEC(64)
+DEC(128)
+DEC(256)
+#undef DEC
+
 // Merges the split partials: one warp per output row (b, h, i), four rows per block.
 extern "C" __global__ void __launch_bounds__(128) attn_combine(AttnParams p) {
   __shared__ ACC wts[4][64];

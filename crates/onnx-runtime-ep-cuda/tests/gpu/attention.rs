@@ -1095,6 +1095,59 @@ fn gqa_decode_with_shared_past_buffer() {
     }
 }
 
+/// The decode kernel with many (batch x kv head) blocks, so the keys are not split and one
+/// block walks several 64-key chunks with its online softmax (t = 300), and with a split of
+/// few blocks over a long cache (t = 5000: 64 splits of 79 keys, two chunks each); head sizes
+/// 64 and 256, float16, bfloat16 and float32, a window and a softcap.
+#[test]
+fn gqa_decode_kernel_long_chunks() {
+    let ep = gpu();
+    let mut rng = Rng::new(57);
+    for (b, kvh, d, pbuf, dtype, attrs) in [
+        (8usize, 32usize, 64usize, 300usize, F16, vec![]),
+        (
+            8,
+            32,
+            64,
+            300,
+            BF16,
+            vec![("softcap", Attribute::Float(20.0))],
+        ),
+        (1, 1, 256, 5000, F16, vec![]),
+        (1, 2, 64, 5000, F32, vec![("local_window_size", int(700))]),
+    ] {
+        let q = uniform(&mut rng, dtype, &[b, 1, 4 * kvh * d], -1.0, 1.0);
+        let k = uniform(&mut rng, dtype, &[b, 1, kvh * d], -1.0, 1.0);
+        let v = uniform(&mut rng, dtype, &[b, 1, kvh * d], -1.0, 1.0);
+        let pk = uniform(&mut rng, dtype, &[b, kvh, pbuf, d], -1.0, 1.0);
+        let pv = uniform(&mut rng, dtype, &[b, kvh, pbuf, d], -1.0, 1.0);
+        let lens: Vec<i32> = (0..b).map(|i| (pbuf - 1 - 37 * i) as i32).collect();
+        let seqlens = i32s(&[b], &lens);
+        let total = i32s(&[1], &[pbuf as i32]);
+        let mut a = vec![
+            ("num_heads", int((4 * kvh) as i64)),
+            ("kv_num_heads", int(kvh as i64)),
+        ];
+        a.extend(attrs.iter().cloned());
+        let n = contrib(node("GroupQueryAttention", 7, 3, &a));
+        check(
+            &ep,
+            &n,
+            1,
+            &[
+                Some(q),
+                Some(k),
+                Some(v),
+                Some(pk),
+                Some(pv),
+                Some(seqlens),
+                Some(total),
+            ],
+            &format!("GQA decode kernel b {b} kv heads {kvh} d {d} t {pbuf} {dtype}"),
+        );
+    }
+}
+
 /// The prompt step of a shared max-length buffer (onnxruntime-genai's
 /// past_present_share_buffer): total_sequence_length is the prompt's length, the past buffer
 /// is longer, and the presents keep the buffer's length (the CPU provider's and onnxruntime's

@@ -367,6 +367,8 @@ struct Fns {
     simt_bn: usize,
     /// (padded head size, key tile, function) of the tensor-core kernel, ascending.
     mma: Vec<(usize, usize, Function)>,
+    /// (padded head size, function) of the decode kernel (`attn_dec_<dp>`), ascending.
+    dec: Vec<(usize, Function)>,
     combine: Function,
     scores: Function,
     concat: Function,
@@ -445,6 +447,15 @@ fn i32_of(base: &Base, v: usize, what: &str) -> EpResult<i32> {
         })
 }
 
+/// The padded head sizes of the decode kernel (those whose 16-byte row loads fit one warp
+/// are loaded per dtype).
+const DEC_HEADS: [usize; 4] = [32, 64, 128, 256];
+/// Query rows per (batch, kv head) up to which the decode kernel runs (DEC_ROWS there).
+const DEC_ROWS: usize = 16;
+/// Keys per split of the decode kernel at least, and splits at most (attn_combine's limit).
+const DEC_MIN_KEYS: usize = 32;
+const MAX_SPLITS: usize = 64;
+
 /// Query rows x keys x head size up to which half types run on the SIMT kernels.
 const SMALL_WORK: u64 = 1 << 20;
 
@@ -478,6 +489,11 @@ impl Sdpa {
                 _ => Vec::new(),
             };
             let width = dtype.element_size().expect("fixed width");
+            let dec = DEC_HEADS
+                .iter()
+                .filter(|&&dp| dp / (16 / width) <= 32)
+                .map(|&dp| Ok((dp, m.function(&format!("attn_dec_{dp}"))?)))
+                .collect::<EpResult<Vec<_>>>()?;
             fns.insert(
                 dtype,
                 Fns {
@@ -487,6 +503,7 @@ impl Sdpa {
                     simt_bm: bm,
                     simt_bn: bn,
                     mma,
+                    dec,
                     combine: m.function("attn_combine")?,
                     scores: m.function("attn_scores")?,
                     concat: m.function("attn_concat")?,
@@ -631,6 +648,67 @@ impl Sdpa {
         Ok(a)
     }
 
+    /// The decode kernel: one block per (batch x kv head, split), every query row of the
+    /// group in it; the keys split so that about two blocks per multiprocessor run.
+    fn run_decode(
+        &self,
+        base: &Base,
+        f: &Fns,
+        p: &Problem,
+        a: &mut AttnParams,
+        func: Function,
+    ) -> EpResult<()> {
+        let bh = p.b * p.hkv;
+        if bh > 65535 {
+            return Err(base.err(format!(
+                "batch x kv heads = {bh} exceeds the CUDA attention grid limit of 65535; run \
+                 this node on the CPU provider"
+            )));
+        }
+        let t = p.t().max(1);
+        let target = 2 * base.rt.sm_count() as usize;
+        let mut splits = target
+            .div_ceil(bh)
+            .min(t.div_ceil(DEC_MIN_KEYS))
+            .clamp(1, MAX_SPLITS);
+        let chunk = t.div_ceil(splits);
+        splits = t.div_ceil(chunk);
+        if splits > 1 {
+            let rows = p.b * p.hq * p.sq;
+            a.splits = splits as i32;
+            a.chunk = i32_of(base, chunk, "split chunk")?;
+            let bytes = splits * rows * (p.dv + 2) * f.acc_width;
+            a.part = self.split.get(base, bytes, "split-K partial results")?;
+        }
+        let mut args = [arg(&mut *a)];
+        // SAFETY: attn_dec_* take one AttnParams by value; every view lies inside its tensor
+        // and `part` holds the partials of `splits` splits.
+        unsafe {
+            base.rt.launch_cfg(
+                func,
+                (1, bh as u32, splits as u32),
+                (128, 1, 1),
+                0,
+                &mut args,
+            )?;
+        }
+        if splits > 1 {
+            let rows = p.b * p.hq * p.sq;
+            let mut args = [arg(&mut *a)];
+            // SAFETY: attn_combine reads the partials written above and writes p.out.
+            unsafe {
+                base.rt.launch_cfg(
+                    f.combine,
+                    (rows.div_ceil(4) as u32, 1, 1),
+                    (128, 1, 1),
+                    0,
+                    &mut args,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// Runs the attention of `p`, writing `p.out`.
     pub fn run(&self, base: &Base, p: &Problem) -> EpResult<()> {
         let f = self.fns(base, p.dtype)?;
@@ -647,6 +725,12 @@ impl Sdpa {
         }
         let mut a = self.params(base, f, p)?;
         let need = p.d.max(p.dv).max(1);
+        let group = p.hq / p.hkv;
+        if group * p.sq <= DEC_ROWS {
+            if let Some(&(_, func)) = f.dec.iter().find(|(dp, _)| *dp >= need) {
+                return self.run_decode(base, f, p, &mut a, func);
+            }
+        }
         // (function, rows per block, keys per tile, shared bytes)
         // A small problem runs on the SIMT kernels, which keep the probabilities in float32
         // (the tensor-core kernels round them to the half type before P V): as fast there, and
@@ -674,7 +758,6 @@ impl Sdpa {
                 (func, bm, bn, elems * f.acc_width)
             }
         };
-        let group = p.hq / p.hkv;
         let tiles = (group * p.sq).div_ceil(bm);
         let bh = p.b * p.hkv;
         if bh > 65535 || tiles > i32::MAX as usize {
