@@ -5,7 +5,9 @@
 //! core of [`sdpa`]: one fused, tiled, online-softmax kernel (FlashAttention-2 style) that never
 //! materializes the scores, on tensor cores (`mma.sync` m16n8k16) for float16 / bfloat16 on
 //! sm_80+ and on CUDA cores for float32 / float64, with a split-K pass for short query blocks
-//! (decode) so one query still fills the GPU.
+//! so one query still fills the GPU; a (batch, kv head) of at most 16 query rows (a decode
+//! step's GQA group) takes the decode kernel `attn_dec_<dp>` instead (one block per split of
+//! the keys, every row of the group scored against each key row it loads).
 //!
 //! Kernels: `kernels/attention_common.cuh` (parameters, row setup, score pipeline, loaders),
 //! `kernels/attention_fwd.cu` (CUDA-core kernel, split combine, score output, past/present
