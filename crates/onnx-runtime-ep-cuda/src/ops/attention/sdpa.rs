@@ -714,9 +714,7 @@ impl Sdpa {
             a.chunk = i32_of(base, chunk, "split chunk")?;
         }
         if splits > 1 {
-            a.splits = splits as i32;
-            let bytes = splits * rows * (p.dv + 2) * f.acc_width;
-            a.part = self.split.get(base, bytes, "split-K partial results")?;
+            self.split_partials(base, f, p, &mut a, splits)?;
         }
         let mut args = [arg(&mut a)];
         // SAFETY: attn_* take one AttnParams by value; every view lies inside its tensor
@@ -731,19 +729,41 @@ impl Sdpa {
             )?;
         }
         if splits > 1 {
-            let mut args = [arg(&mut a)];
-            // SAFETY: attn_combine reads the partials written above and writes p.out.
-            unsafe {
-                base.rt.launch_cfg(
-                    f.combine,
-                    (rows.div_ceil(4) as u32, 1, 1),
-                    (128, 1, 1),
-                    0,
-                    &mut args,
-                )?;
-            }
+            self.combine(base, f, p, &mut a)?;
         }
         Ok(())
+    }
+
+    /// Sets `a` up for `splits` key splits: the count and the partials' workspace.
+    fn split_partials(
+        &self,
+        base: &Base,
+        f: &Fns,
+        p: &Problem,
+        a: &mut AttnParams,
+        splits: usize,
+    ) -> EpResult<()> {
+        let rows = p.b * p.hq * p.sq;
+        a.splits = splits as i32;
+        let bytes = splits * rows * (p.dv + 2) * f.acc_width;
+        a.part = self.split.get(base, bytes, "split-K partial results")?;
+        Ok(())
+    }
+
+    /// Merges the split partials of `a` into `p.out` (attn_combine).
+    fn combine(&self, base: &Base, f: &Fns, p: &Problem, a: &mut AttnParams) -> EpResult<()> {
+        let rows = p.b * p.hq * p.sq;
+        let mut args = [arg(a)];
+        // SAFETY: attn_combine reads the partials the split kernel wrote and writes p.out.
+        unsafe {
+            base.rt.launch_cfg(
+                f.combine,
+                (rows.div_ceil(4) as u32, 1, 1),
+                (128, 1, 1),
+                0,
+                &mut args,
+            )
+        }
     }
 
     /// Writes the scores [b, hq, sq, t] of `p` to `out` (strides per axis): mode 0 scaled

@@ -42,11 +42,8 @@ impl Sdpa {
         let chunk = t.div_ceil(splits);
         splits = t.div_ceil(chunk);
         if splits > 1 {
-            let rows = p.b * p.hq * p.sq;
-            a.splits = splits as i32;
             a.chunk = i32_of(base, chunk, "split chunk")?;
-            let bytes = splits * rows * (p.dv + 2) * f.acc_width;
-            a.part = self.split.get(base, bytes, "split-K partial results")?;
+            self.split_partials(base, f, p, a, splits)?;
         }
         let mut args = [arg(&mut *a)];
         // SAFETY: attn_dec_* take one AttnParams by value; every view lies inside its tensor
@@ -61,18 +58,7 @@ impl Sdpa {
             )?;
         }
         if splits > 1 {
-            let rows = p.b * p.hq * p.sq;
-            let mut args = [arg(&mut *a)];
-            // SAFETY: attn_combine reads the partials written above and writes p.out.
-            unsafe {
-                base.rt.launch_cfg(
-                    f.combine,
-                    (rows.div_ceil(4) as u32, 1, 1),
-                    (128, 1, 1),
-                    0,
-                    &mut args,
-                )?;
-            }
+            self.combine(base, f, p, a)?;
         }
         Ok(())
     }
