@@ -42,10 +42,15 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--log", default="/tmp/ncu-times.csv")
     ap.add_argument("--order", action="store_true", help="also print the run's kernels in order")
+    ap.add_argument("--cache-control", choices=["all", "none"], default="all",
+                    help="ncu's cache flush between kernels: all (ncu's default: every kernel "
+                    "starts with cold caches) or none (caches as the previous kernel left them, "
+                    "closer to a replayed CUDA graph)")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
-    ncu = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+    ncu = ["ncu", "--clock-control", "none", "--cache-control", a.cache_control,
+           "--metrics", "gpu__time_duration.sum", "--csv",
            "--print-units", "base", "--log-file", a.log, *cmd]
     r = subprocess.run(ncu, capture_output=True, text=True)
     if r.returncode != 0:
