@@ -184,21 +184,47 @@ ATT_SIMT_LIST
 
 // attn_dec_<DP>: the decode kernel, for blocks of at most DEC_ROWS query rows (a decode step's
 // GQA group, sq * group rows). One block of 128 threads per (batch * kv head, split of the
-// keys); it walks its split DEC_KEYS keys at a time. Each key row is read once with 16-byte
-// loads by LPK = DP / VEC lanes (a warp scores 32 / LPK keys at a time against every row of
-// Q, kept in shared memory); the scores go through attn_simt's pipeline (finish_score); the
-// online softmax runs in shared memory, one warp per row; P V accumulates per feature (a
-// thread per feature, every row in registers). Splits write the partials attn_combine merges.
+// keys); it walks its split DEC_KEYS keys at a time, and each chunk costs about one memory
+// latency: the chunk's V rows are loaded (16 bytes a thread, into registers) before the
+// scores are computed and staged in shared memory after them. Each key row of K is read once
+// with 16-byte loads by LPK = DP / VEC lanes (a warp scores 32 / LPK keys at a time against
+// every row of Q, kept in shared memory); the scores go through attn_simt's pipeline
+// (finish_score); the online softmax runs in shared memory, one warp per row; P V reads the
+// staged V: a thread owns two features of DEC_ROWS / RG rows. Splits write the partials
+// attn_combine merges.
 #define DEC_ROWS 16
 #define DEC_KEYS 64
+
+// Keys of V staged in shared memory at once (16 KiB of ACC), at most a chunk.
+template <int DP> struct DecStage {
+  static constexpr int VK0 = 16384 / (DP * (int)sizeof(ACC));
+  static constexpr int VK = VK0 < DEC_KEYS ? VK0 : DEC_KEYS;
+};
+
+// Two features of a staged V row, read with one shared-memory load.
+struct alignas(2 * sizeof(ACC)) DecPair {
+  ACC a, b;
+};
+
+// Whether feature group c0 of a V row takes the raw 16-byte prefetch (else load_chunk).
+__device__ __forceinline__ bool dec_fast(const AttnSrc &s, const T *bias, int c0, int vec,
+                                         int width) {
+  return s.vec && bias == nullptr && c0 + vec <= width;
+}
 
 template <int DP> __device__ __forceinline__ void attn_dec(const AttnParams &p) {
   constexpr int VEC = 16 / (int)sizeof(T);
   constexpr int LPK = DP / VEC;
   if constexpr (LPK <= 32 && LPK * VEC == DP) {
-    constexpr int KPW = 32 / LPK, NW = ATT_NT / 32, CPT = (DP + ATT_NT - 1) / ATT_NT;
+    constexpr int KPW = 32 / LPK, NW = ATT_NT / 32;
+    constexpr int VK = DecStage<DP>::VK;
+    constexpr int ML = (VK * LPK + ATT_NT - 1) / ATT_NT; // V loads per thread per stage
+    constexpr int NPAIR = DP / 2;
+    constexpr int RG = NPAIR >= ATT_NT ? 1 : ATT_NT / NPAIR; // row groups of P V
+    constexpr int RPT = DEC_ROWS / RG;                       // rows per thread
     __shared__ ACC sQ[DEC_ROWS][DP];
     __shared__ ACC sS[DEC_ROWS][DEC_KEYS];
+    __shared__ __align__(16) ACC sV[VK][DP];
     __shared__ ACC sM[DEC_ROWS], sL[DEC_ROWS], sA[DEC_ROWS];
     __shared__ RowInfo rows[DEC_ROWS];
     __shared__ int range[2];
@@ -206,57 +232,114 @@ template <int DP> __device__ __forceinline__ void attn_dec(const AttnParams &p) 
     setup_rows<DEC_ROWS>(p, bi, kh, rows, range);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int nrows = min(p.group * p.sq, DEC_ROWS);
-    for (int idx = tid; idx < DEC_ROWS * DP; idx += ATT_NT) {
-      const int r = idx / DP, c = idx - r * DP;
-      ACC v = (ACC)0;
-      if (rows[r].valid && c < p.d) {
+    for (int idx = tid; idx < DEC_ROWS * LPK; idx += ATT_NT) {
+      const int r = idx / LPK, c0 = (idx - r * LPK) * VEC;
+      ACC v[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[e] = (ACC)0;
+      if (rows[r].valid) {
         const T *qrow = (const T *)p.q.ptr + rows[r].q_off;
         const T *qb = p.q.bias != nullptr ? (const T *)p.q.bias + (i64)rows[r].h * p.q.bias_h
                                           : nullptr;
-        v = load_elem<ACC>(p.q, qrow, qb, c);
+        load_chunk<ACC, VEC>(p.q, qrow, qb, c0, p.d, v);
       }
-      sQ[r][c] = v;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) sQ[r][c0 + e] = v[e];
+    }
+    // Rows past nrows take part in P V with zero weights (no predicates in its loop).
+    for (int idx = tid; idx < DEC_ROWS * DEC_KEYS; idx += ATT_NT) {
+      const int r = idx / DEC_KEYS;
+      if (r >= nrows) sS[r][idx - r * DEC_KEYS] = (ACC)0;
     }
     if (tid < DEC_ROWS) {
       // An attention sink joins the first split's softmax as one extra logit (value zero).
       const bool sink = tid < nrows && blockIdx.z == 0 && rows[tid].sink != neg_inf<float>();
       sM[tid] = sink ? (ACC)rows[tid].sink : neg_inf<ACC>();
       sL[tid] = sink ? (ACC)1 : (ACC)0;
+      sA[tid] = (ACC)0;
     }
     int begin, end;
     split_range(p, range[0], range[1], 1, begin, end);
-    ACC o[CPT][DEC_ROWS];
+    const int pair = tid % NPAIR, rg = tid / NPAIR, f0 = 2 * pair;
+    ACC o[RPT][2];
 #pragma unroll
-    for (int q = 0; q < CPT; ++q)
-#pragma unroll
-      for (int r = 0; r < DEC_ROWS; ++r) o[q][r] = (ACC)0;
+    for (int i = 0; i < RPT; ++i) o[i][0] = o[i][1] = (ACC)0;
     const ACC scale = (ACC)p.scale;
     const int grp = lane / LPK, c0 = (lane % LPK) * VEC;
-    for (int k0 = begin; k0 < end; k0 += DEC_KEYS) {
-      const int k1 = min(k0 + DEC_KEYS, end), n = k1 - k0;
-      __syncthreads();
-      for (int j0 = k0 + warp * KPW; j0 < k1; j0 += NW * KPW) {
-        const int j = j0 + grp;
-        ACC kv[VEC];
+    // Loads (raw, where dec_fast) the V rows k0 .. k0 + nv of a stage into `raw`.
+    auto v_load = [&](int k0, int nv, uint4 (&raw)[ML]) {
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) kv[e] = (ACC)0;
-        if (j < k1) {
+      for (int l = 0; l < ML; ++l) {
+        const int idx = tid + l * ATT_NT;
+        if (idx < nv * LPK) {
+          const int key = idx / LPK, vc = (idx - key * LPK) * VEC;
           const AttnSrc *s;
           const T *b;
-          const T *row = kv_row(p.k, p.pk, p.past, bi, kh, j, s, b);
-          load_chunk<ACC, VEC>(*s, row, b, c0, p.d, kv);
-        }
-        for (int r = 0; r < nrows; ++r) {
-          ACC acc = (ACC)0;
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) acc += sQ[r][c0 + e] * kv[e];
-#pragma unroll
-          for (int off = LPK / 2; off > 0; off >>= 1)
-            acc += __shfl_xor_sync(0xffffffffu, acc, off);
-          if (lane % LPK == 0 && j < k1)
-            sS[r][j - k0] = finish_score<ACC>(p, rows[r], j, acc * scale);
+          const T *row = kv_row(p.v, p.pv, p.past, bi, kh, k0 + key, s, b);
+          if (dec_fast(*s, b, vc, VEC, p.dv)) raw[l] = *reinterpret_cast<const uint4 *>(row + vc);
         }
       }
+    };
+    // Stores a stage into sV as ACC (the other feature groups load here).
+    auto v_store = [&](int k0, int nv, const uint4 (&raw)[ML]) {
+#pragma unroll
+      for (int l = 0; l < ML; ++l) {
+        const int idx = tid + l * ATT_NT;
+        if (idx < nv * LPK) {
+          const int key = idx / LPK, vc = (idx - key * LPK) * VEC;
+          const AttnSrc *s;
+          const T *b;
+          const T *row = kv_row(p.v, p.pv, p.past, bi, kh, k0 + key, s, b);
+          ACC v[VEC];
+          if (dec_fast(*s, b, vc, VEC, p.dv)) {
+            T tmp[VEC];
+            memcpy(&tmp[0], &raw[l], 16);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) v[e] = (ACC)widen(tmp[e]);
+          } else {
+            load_chunk<ACC, VEC>(*s, row, b, vc, p.dv, v);
+          }
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) sV[key][vc + e] = v[e];
+        }
+      }
+    };
+    for (int k0 = begin; k0 < end; k0 += DEC_KEYS) {
+      const int k1 = min(k0 + DEC_KEYS, end), n = k1 - k0;
+      uint4 raw[ML];
+      v_load(k0, min(n, VK), raw);
+      __syncthreads();
+      for (int j0 = k0 + warp * KPW; j0 < k1; j0 += 2 * NW * KPW) {
+        ACC kv[2][VEC];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j = j0 + u * NW * KPW + grp;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) kv[u][e] = (ACC)0;
+          if (j < k1) {
+            const AttnSrc *s;
+            const T *b;
+            const T *row = kv_row(p.k, p.pk, p.past, bi, kh, j, s, b);
+            load_chunk<ACC, VEC>(*s, row, b, c0, p.d, kv[u]);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int jw = j0 + u * NW * KPW, j = jw + grp;
+          if (jw >= k1) break; // uniform across the warp
+          for (int r = 0; r < nrows; ++r) {
+            ACC acc = (ACC)0;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) acc += sQ[r][c0 + e] * kv[u][e];
+#pragma unroll
+            for (int off = LPK / 2; off > 0; off >>= 1)
+              acc += __shfl_xor_sync(0xffffffffu, acc, off);
+            if (lane % LPK == 0 && j < k1)
+              sS[r][j - k0] = finish_score<ACC>(p, rows[r], j, acc * scale);
+          }
+        }
+      }
+      v_store(k0, min(n, VK), raw);
       __syncthreads();
       for (int r = warp; r < nrows; r += NW) {
         const ACC mold = sM[r];
@@ -286,43 +369,51 @@ template <int DP> __device__ __forceinline__ void attn_dec(const AttnParams &p) 
       }
       __syncthreads();
 #pragma unroll
-      for (int q = 0; q < CPT; ++q) {
-        const int c = tid + q * ATT_NT;
-        if (c >= p.dv) continue;
+      for (int i = 0; i < RPT; ++i) {
+        const ACC a = sA[rg + RG * i];
+        o[i][0] *= a;
+        o[i][1] *= a;
+      }
+      for (int v0 = 0; v0 < n; v0 += VK) {
+        const int nv = min(VK, n - v0);
+        if (v0 > 0) {
+          // Chunks longer than a stage (large heads): the next stage, without prefetch.
+          __syncthreads();
+          v_load(k0 + v0, nv, raw);
+          v_store(k0 + v0, nv, raw);
+          __syncthreads();
+        }
+#pragma unroll 4
+        for (int jj = 0; jj < nv; ++jj) {
+          const DecPair vp = *reinterpret_cast<const DecPair *>(&sV[jj][f0]);
 #pragma unroll
-        for (int r = 0; r < DEC_ROWS; ++r)
-          if (r < nrows) o[q][r] *= sA[r];
-        for (int jj = 0; jj < n; ++jj) {
-          const AttnSrc *s;
-          const T *b;
-          const T *row = kv_row(p.v, p.pv, p.past, bi, kh, k0 + jj, s, b);
-          const ACC v = load_elem<ACC>(*s, row, b, c);
-#pragma unroll
-          for (int r = 0; r < DEC_ROWS; ++r)
-            if (r < nrows) o[q][r] += sS[r][jj] * v;
+          for (int i = 0; i < RPT; ++i) {
+            const ACC pr = sS[rg + RG * i][v0 + jj];
+            o[i][0] += pr * vp.a;
+            o[i][1] += pr * vp.b;
+          }
         }
       }
     }
     __syncthreads();
 #pragma unroll
-    for (int q = 0; q < CPT; ++q) {
-      const int c = tid + q * ATT_NT;
-      if (c >= p.dv) continue;
-#pragma unroll
-      for (int r = 0; r < DEC_ROWS; ++r) {
-        if (r >= nrows || !rows[r].valid) continue;
-        if (p.splits > 1) {
-          part_o(p, blockIdx.z, rows[r].gidx)[c] = o[q][r];
-          if (c == 0) {
-            ACC *ml = part_ml(p, blockIdx.z, rows[r].gidx);
-            ml[0] = sM[r];
-            ml[1] = sL[r];
-          }
-        } else {
-          const ACC inv = sL[r] > (ACC)0 ? (ACC)1 / sL[r] : (ACC)0;
-          T *orow = (T *)p.out + rows[r].o_off;
-          orow[(i64)c * p.oc] = Narrow<T>::from(o[q][r] * inv);
+    for (int i = 0; i < RPT; ++i) {
+      const int r = rg + RG * i;
+      if (r >= nrows || !rows[r].valid) continue;
+      if (p.splits > 1) {
+        ACC *po = part_o(p, blockIdx.z, rows[r].gidx);
+        if (f0 < p.dv) po[f0] = o[i][0];
+        if (f0 + 1 < p.dv) po[f0 + 1] = o[i][1];
+        if (pair == 0) {
+          ACC *ml = part_ml(p, blockIdx.z, rows[r].gidx);
+          ml[0] = sM[r];
+          ml[1] = sL[r];
         }
+      } else {
+        const ACC inv = sL[r] > (ACC)0 ? (ACC)1 / sL[r] : (ACC)0;
+        T *orow = (T *)p.out + rows[r].o_off;
+        if (f0 < p.dv) orow[(i64)f0 * p.oc] = Narrow<T>::from(o[i][0] * inv);
+        if (f0 + 1 < p.dv) orow[(i64)(f0 + 1) * p.oc] = Narrow<T>::from(o[i][1] * inv);
       }
     }
   }
@@ -570,45 +661,5 @@ extern "C" __global__ void __launch_bounds__(256) attn_proj(ProjParams p) {
       if (bias != nullptr) v += (ACC)widen(bias[(i64)gn * p.bn]);
       y[(i64)gm * p.n + gn] = Narrow<T>::from(v);
     }
-  }
-}
-
-// GroupQueryAttention's present cache [b, heads, tp, width]: per batch the first
-// min(past_b, pbuf, tp) rows of the past buffer, the s new rows at past_b, zeros elsewhere;
-// past_b = 0 on the first prompt, else seqlens_k[b] + 1 - s (at least 0).
-struct GqaPresentParams {
-  AttnSrc past, cur;
-  void *out;
-  i64 ob, oh, os, oc;
-  const void *seqlens;
-  i64 n;
-  i32 heads, pbuf, tp, width;
-  i32 s, first_prompt, seqlens_code, _pad;
-};
-
-extern "C" __global__ void gqa_present(GqaPresentParams p) {
-  GRID_LOOP(idx, p.n) {
-    const int c = (int)(idx % p.width);
-    i64 rest = idx / p.width;
-    const int j = (int)(rest % p.tp);
-    rest /= p.tp;
-    const int h = (int)(rest % p.heads);
-    const int bi = (int)(rest / p.heads);
-    i64 total = load_int(p.seqlens, bi, p.seqlens_code) + 1;
-    if (total < 0) total = 0;
-    const i64 past_b = (p.first_prompt || total < p.s) ? 0 : total - p.s;
-    i64 keep = past_b < p.pbuf ? past_b : p.pbuf;
-    if (keep > p.tp) keep = p.tp;
-    T v = Narrow<T>::from((ACC)0);
-    if (j < keep) {
-      const T *row = (const T *)p.past.ptr + (i64)bi * p.past.sb + (i64)h * p.past.sh +
-                     (i64)j * p.past.ss;
-      v = row[(i64)c * p.past.sc];
-    } else if (j >= past_b && j - past_b < p.s) {
-      const T *row = (const T *)p.cur.ptr + (i64)bi * p.cur.sb + (i64)h * p.cur.sh +
-                     (j - past_b) * p.cur.ss;
-      v = row[(i64)c * p.cur.sc];
-    }
-    ((T *)p.out)[(i64)bi * p.ob + (i64)h * p.oh + (i64)j * p.os + (i64)c * p.oc] = v;
   }
 }

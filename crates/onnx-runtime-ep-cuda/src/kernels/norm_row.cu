@@ -138,13 +138,23 @@ __device__ __forceinline__ void row_reg(const T *__restrict__ x, const T *__rest
   const int sub = threadIdx.x / TPR;
   const i64 H = p.hidden;
   const int flags = p.flags, mode = p.mode;
+  // Scale and bias are loaded with the row (before the reductions, off the critical path)
+  // when they fit in registers.
+  constexpr bool PREFETCH = ITEMS * V * (int)sizeof(S) <= 128;
   for (i64 row = (i64)blockIdx.x * RPB + sub; row < p.rows; row += (i64)gridDim.x * RPB) {
     T raw[ITEMS][V];
+    S sc[ITEMS][V], bb[ITEMS][V];
     const T *xr = x + row * p.x_row;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       const i64 e = ((i64)k * TPR + lane) * V;
-      if (e < H) ldv<T, V>(xr + e, raw[k]);
+      if (e < H) {
+        ldv<T, V>(xr + e, raw[k]);
+        if constexpr (PREFETCH) {
+          if (flags & RF_SCALE) ldv<S, V>(scale + e, sc[k]);
+          if (flags & RF_BETA) ldv<S, V>(beta + e, bb[k]);
+        }
+      }
     }
     if (flags & RF_SKIP) {
       const T *sr = skip + ((row / p.skip_div) % p.skip_mod) * p.skip_row;
@@ -211,15 +221,16 @@ __device__ __forceinline__ void row_reg(const T *__restrict__ x, const T *__rest
     for (int k = 0; k < ITEMS; ++k) {
       const i64 e = ((i64)k * TPR + lane) * V;
       if (e < H) {
-        S sc[V], bb[V];
-        if (flags & RF_SCALE) ldv<S, V>(scale + e, sc);
-        if (flags & RF_BETA) ldv<S, V>(beta + e, bb);
+        if constexpr (!PREFETCH) {
+          if (flags & RF_SCALE) ldv<S, V>(scale + e, sc[k]);
+          if (flags & RF_BETA) ldv<S, V>(beta + e, bb[k]);
+        }
         T out[V];
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           A r = (to_acc(raw[k][i]) - mean) * factor;
-          if (flags & RF_SCALE) r = r * to_acc(sc[i]);
-          if (flags & RF_BETA) r = r + to_acc(bb[i]);
+          if (flags & RF_SCALE) r = r * to_acc(sc[k][i]);
+          if (flags & RF_BETA) r = r + to_acc(bb[k][i]);
           out[i] = Narrow<T>::from(r);
         }
         stv<T, V>(yr + e, out);

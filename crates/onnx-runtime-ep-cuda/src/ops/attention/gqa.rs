@@ -6,11 +6,12 @@
 //! local_window_size, softcap, attention_bias, head_sink / smooth_softmax.
 //!
 //! present_key / present_value [B, Nk, T, H] hold, per batch, the kept past rows, the new rows
-//! after them and zeros beyond (one kernel each); the attention then reads the keys from the
-//! present caches with per-batch query offsets and valid-key counts. Without present outputs
+//! after them (keys rotated) and zeros beyond; one launch (gqa_prep in rotary.cu) writes both
+//! and the rotated queries. The attention then reads the keys from the present caches with
+//! per-batch query offsets and valid-key counts. Without present outputs
 //! the caches go to a workspace the kernel keeps.
 
-use super::rotary::{rotary_functions, rows_view, RotaryParams};
+use super::rotary::{gqa_prep_functions, rows_view, CacheView, GqaPrepParams, RotaryParams};
 use super::sdpa::{mask_strides, width_of, Mask, Problem, Scratch, Sdpa, SeqLens, Sink, View4};
 use crate::ops::common::*;
 use crate::ops::Registry;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 struct GqaKernel {
     base: Base,
     sdpa: Sdpa,
-    rotary: HashMap<DataType, Function>,
+    prep: HashMap<DataType, Function>,
     host: HostReads,
     heads: usize,
     kv_heads: usize,
@@ -37,7 +38,6 @@ struct GqaKernel {
     smooth: bool,
     causal: bool,
     q_rot: Scratch,
-    k_rot: Scratch,
     present_k: Scratch,
     present_v: Scratch,
 }
@@ -228,28 +228,34 @@ impl GqaKernel {
         Ok(v.max(0) as usize)
     }
 
-    /// Rotates `x` (a [b, s, heads, d] view) into the contiguous `y`.
-    #[allow(clippy::too_many_arguments)]
-    fn rotate(
+    /// The rotary parameters that rotate the queries `x` (a [b, s, heads, d] view) into the
+    /// contiguous `y`; without rotary, only the positions' fields (n = 0: nothing rotates).
+    fn rotary_params(
         &self,
         plan: &Plan,
         inputs: &[TensorView<'_>],
         x: View4,
         heads: usize,
         y: CuPtr,
-    ) -> EpResult<()> {
+    ) -> EpResult<RotaryParams> {
         let base = &self.base;
-        let Some(((rows, crow, ccol), (_, srow, scol), half)) = plan.rot else {
-            return Ok(());
-        };
         let (b, s, d) = (plan.b, plan.s, plan.d);
+        let seqlens = base.req(inputs, 5)?;
+        let Some(((rows, crow, ccol), (_, srow, scol), half)) = plan.rot else {
+            return Ok(RotaryParams {
+                err: base.rt.err_ptr(),
+                b: b as i32,
+                s: s as i32,
+                id: base.id as i32,
+                seqlens: ptr_of(seqlens),
+                seqlens_code: seqlens.dtype.onnx_code(),
+                first_prompt: plan.first_prompt as i32,
+                ..Default::default()
+            });
+        };
         let n = b * s * heads * d;
-        if n == 0 {
-            return Ok(());
-        }
         let cos = base.req(inputs, 7)?;
         let sin = base.req(inputs, 8)?;
-        let seqlens = base.req(inputs, 5)?;
         let ids = base.input(inputs, 9).filter(|p| p.numel() == b * s);
         let [xb, xh, xs, xd] = x.strides;
         let mut p = RotaryParams {
@@ -300,11 +306,63 @@ impl GqaKernel {
                 }
             };
         }
-        let f = self.rotary[&plan.dtype];
+        Ok(p)
+    }
+
+    /// One launch: the rotated queries (`rot`, when the node rotates) and both present caches
+    /// from the past buffers and the new keys (rotated) and values `cur`.
+    fn prepare(
+        &self,
+        plan: &Plan,
+        inputs: &[TensorView<'_>],
+        rot: RotaryParams,
+        cur: (View4, View4),
+        out: (View4, View4),
+    ) -> EpResult<()> {
+        let base = &self.base;
+        let (b, tp, d) = (plan.b, plan.tp, plan.d);
+        let npres = b * self.kv_heads * tp * d;
+        if rot.n == 0 && npres == 0 {
+            return Ok(());
+        }
+        if out.0.strides != out.1.strides {
+            return Err(base.unsupported(
+                plan.dtype,
+                "present_key and present_value of different layouts run on the CPU provider",
+            ));
+        }
+        let view = |v: View4| CacheView {
+            ptr: v.ptr,
+            strides: v.strides,
+        };
+        let past = |i: usize| match (plan.pbuf, base.input(inputs, i)) {
+            (1.., Some(t)) => view(View4::bhsd(ptr_of(t), t.strides)),
+            _ => CacheView::default(),
+        };
+        let mut p = GqaPrepParams {
+            rot,
+            past_k: past(3),
+            past_v: past(4),
+            cur_k: view(cur.0),
+            cur_v: view(cur.1),
+            out_k: out.0.ptr,
+            out_v: out.1.ptr,
+            out: out.0.strides,
+            npres: npres as i64,
+            kv_heads: i32_of(base, self.kv_heads, "kv heads")?,
+            pbuf: i32_of(base, plan.pbuf, "past length")?,
+            tp: i32_of(base, tp, "present length")?,
+            width: i32_of(base, d, "head size")?,
+            rotate_k: plan.rot.is_some() as i32,
+            _pad: 0,
+        };
+        let total = rot.n as u64 + 2 * npres as u64;
+        let f = self.prep[&plan.dtype];
         let mut args = [arg(&mut p)];
-        // SAFETY: rotary_T(RotaryParams) reads x and the caches inside their views (positions
-        // are range-checked on the device) and writes the contiguous y.
-        unsafe { base.rt.launch(f, n as u64, &mut args) }
+        // SAFETY: gqa_prep_T(GqaPrepParams) reads the queries, new keys / values, past caches
+        // and rotary caches inside their views (positions are range-checked on the device) and
+        // writes the contiguous rotated queries and the [b, kv heads, tp, d] present caches.
+        unsafe { base.rt.launch(f, total, &mut args) }
     }
 }
 
@@ -353,7 +411,7 @@ impl Kernel for GqaKernel {
         let (n, nk) = (self.heads, self.kv_heads);
         let q = base.req(inputs, 0)?;
         let mut qv = View4::bsh(ptr_of(q), q.strides, d);
-        let (mut kv, vv) = if plan.packed {
+        let (kv, vv) = if plan.packed {
             let step = (d * q.strides[2]) as i64;
             (
                 qv.offset(n as i64 * step, w),
@@ -366,17 +424,15 @@ impl Kernel for GqaKernel {
                 View4::bsh(ptr_of(v), v.strides, d),
             )
         };
-        if plan.rot.is_some() {
-            let yq = self
+        let yq = match plan.rot {
+            Some(_) => self
                 .q_rot
-                .get(base, (b * s * n * d * w).max(1), "rotated queries")?;
-            self.rotate(&plan, inputs, qv, n, yq)?;
+                .get(base, (b * s * n * d * w).max(1), "rotated queries")?,
+            None => 0,
+        };
+        let rot = self.rotary_params(&plan, inputs, qv, n, yq)?;
+        if plan.rot.is_some() {
             qv = View4::new(yq, [(s * n * d) as i64, d as i64, (n * d) as i64, 1]);
-            let yk = self
-                .k_rot
-                .get(base, (b * s * nk * d * w).max(1), "rotated keys")?;
-            self.rotate(&plan, inputs, kv, nk, yk)?;
-            kv = View4::new(yk, [(s * nk * d) as i64, d as i64, (nk * d) as i64, 1]);
         }
         let seqlens_view = base.req(inputs, 5)?;
         let seqlens = SeqLens {
@@ -396,15 +452,7 @@ impl Kernel for GqaKernel {
         };
         let pk_out = present_view(1, &self.present_k)?;
         let pv_out = present_view(2, &self.present_v)?;
-        let past = |i: usize| {
-            base.input(inputs, i)
-                .map(|t| View4::bhsd(ptr_of(t), t.strides))
-        };
-        let dims = (b, nk, plan.pbuf, s, tp, d);
-        self.sdpa
-            .gqa_present(base, plan.dtype, past(3), kv, seqlens, dims, pk_out)?;
-        self.sdpa
-            .gqa_present(base, plan.dtype, past(4), vv, seqlens, dims, pv_out)?;
+        self.prepare(&plan, inputs, rot, (kv, vv), (pk_out, pv_out))?;
         let mask = match base.input(inputs, 10) {
             Some(ab) => Some(attention_bias_mask(base, ab, (b, n, s, plan.keys))?),
             None => None,
@@ -475,7 +523,7 @@ fn group_query_attention(
     let window = attr_int(node, "local_window_size")?.unwrap_or(-1);
     let base = Base::new(rt, node);
     let sdpa = Sdpa::load(&base)?;
-    let rotary = rotary_functions(&base)?;
+    let prep = gqa_prep_functions(&base)?;
     let host = HostReads::new(&base, &[6], "total_sequence_length");
     Ok(Box::new(GqaKernel {
         heads: heads_attr(node, "num_heads")?,
@@ -488,13 +536,12 @@ fn group_query_attention(
         smooth: attr_int(node, "smooth_softmax")?.unwrap_or(0) != 0,
         causal: attr_int(node, "causal")?.unwrap_or(1) != 0,
         q_rot: Scratch::new(rt),
-        k_rot: Scratch::new(rt),
         present_k: Scratch::new(rt),
         present_v: Scratch::new(rt),
         host,
         base,
         sdpa,
-        rotary,
+        prep,
     }))
 }
 

@@ -62,6 +62,35 @@ pub(super) struct RotaryParams {
     pub(super) first_prompt: i32,
 }
 
+/// Mirrors `CacheView` in rotary.cu: a (batch, head, seq, feature) view; null: absent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct CacheView {
+    pub(super) ptr: CuPtr,
+    pub(super) strides: [i64; 4],
+}
+
+/// Mirrors `GqaPrepParams` in rotary.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct GqaPrepParams {
+    pub(super) rot: RotaryParams,
+    pub(super) past_k: CacheView,
+    pub(super) past_v: CacheView,
+    pub(super) cur_k: CacheView,
+    pub(super) cur_v: CacheView,
+    pub(super) out_k: CuPtr,
+    pub(super) out_v: CuPtr,
+    pub(super) out: [i64; 4],
+    pub(super) npres: i64,
+    pub(super) kv_heads: i32,
+    pub(super) pbuf: i32,
+    pub(super) tp: i32,
+    pub(super) width: i32,
+    pub(super) rotate_k: i32,
+    pub(super) _pad: i32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Flavor {
     Onnx,
@@ -422,6 +451,17 @@ pub(super) fn rotary_functions(base: &Base) -> EpResult<HashMap<DataType, Functi
     let mut fns = HashMap::new();
     for (dtype, tag, _, _) in super::FLOATS {
         fns.insert(dtype, module.function(&format!("rotary_{tag}"))?);
+    }
+    Ok(fns)
+}
+
+/// GroupQueryAttention's fused preparation kernel (rotated queries and both present caches)
+/// of every float dtype.
+pub(super) fn gqa_prep_functions(base: &Base) -> EpResult<HashMap<DataType, Function>> {
+    let module = base.module(&rotary_module())?;
+    let mut fns = HashMap::new();
+    for (dtype, tag, _, _) in super::FLOATS {
+        fns.insert(dtype, module.function(&format!("gqa_prep_{tag}"))?);
     }
     Ok(fns)
 }

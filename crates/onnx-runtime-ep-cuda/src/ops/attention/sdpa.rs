@@ -155,29 +155,6 @@ struct ProjParams {
     seq: i32,
 }
 
-/// Mirrors `GqaPresentParams` in attention_fwd.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct GqaPresentParams {
-    past: AttnSrc,
-    cur: AttnSrc,
-    out: CuPtr,
-    ob: i64,
-    oh: i64,
-    os: i64,
-    oc: i64,
-    seqlens: CuPtr,
-    n: i64,
-    heads: i32,
-    pbuf: i32,
-    tp: i32,
-    width: i32,
-    s: i32,
-    first_prompt: i32,
-    seqlens_code: i32,
-    _pad: i32,
-}
-
 /// A (batch, head, seq, feature) view: device address, element strides, and an optional
 /// per-feature bias (address of head 0's bias, elements between heads) added on read.
 #[derive(Clone, Copy, Debug)]
@@ -376,7 +353,6 @@ struct Fns {
     scores: Function,
     concat: Function,
     proj: Function,
-    gqa_present: Function,
 }
 
 /// Device workspace a kernel keeps between runs; grows when a call needs more. Blocks are
@@ -502,7 +478,6 @@ impl Sdpa {
                     scores: m.function("attn_scores")?,
                     concat: m.function("attn_concat")?,
                     proj: m.function("attn_proj")?,
-                    gqa_present: m.function("gqa_present")?,
                 },
             );
         }
@@ -897,55 +872,6 @@ impl Sdpa {
         // SAFETY: attn_proj(ProjParams) reads x, w and bias inside their views and writes the
         // contiguous [m, n] y.
         unsafe { base.rt.launch_cfg(f.proj, grid, (256, 1, 1), 0, &mut args) }
-    }
-}
-
-impl Sdpa {
-    /// GroupQueryAttention's present cache [b, heads, tp, width] from the past buffer
-    /// [b, heads, pbuf, width] (if any) and the s new rows `cur`, placed per batch after
-    /// seqlens_k.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gqa_present(
-        &self,
-        base: &Base,
-        dtype: DataType,
-        past: Option<View4>,
-        cur: View4,
-        seqlens: SeqLens,
-        (b, heads, pbuf, s, tp, width): (usize, usize, usize, usize, usize, usize),
-        out: View4,
-    ) -> EpResult<()> {
-        let f = self.fns(base, dtype)?;
-        let n = b * heads * tp * width;
-        if n == 0 {
-            return Ok(());
-        }
-        let w = f.width;
-        let pbuf = if past.is_some() { pbuf } else { 0 };
-        let past = past.unwrap_or(View4::new(0, [0; 4]));
-        let mut g = GqaPresentParams {
-            past: past.src(w),
-            cur: cur.src(w),
-            out: out.ptr,
-            ob: out.strides[0],
-            oh: out.strides[1],
-            os: out.strides[2],
-            oc: out.strides[3],
-            seqlens: seqlens.ptr,
-            n: n as i64,
-            heads: i32_of(base, heads, "kv heads")?,
-            pbuf: i32_of(base, pbuf, "past length")?,
-            tp: i32_of(base, tp, "present length")?,
-            width: i32_of(base, width, "head size")?,
-            s: i32_of(base, s, "sequence length")?,
-            first_prompt: seqlens.first_prompt as i32,
-            seqlens_code: seqlens.code,
-            _pad: 0,
-        };
-        let mut args = [arg(&mut g)];
-        // SAFETY: gqa_present(GqaPresentParams) reads the past and new views and writes the
-        // [b, heads, tp, width] `out`.
-        unsafe { base.rt.launch(f.gqa_present, n as u64, &mut args) }
     }
 }
 
