@@ -384,3 +384,23 @@ GBQ(f16, f16, int, i32)
 GBQ(f16, f16, long long, i64)
 GBQ(bf16, bf16, int, i32)
 GBQ(bf16, bf16, long long, i64)
+
+// MatMulNBitsSiluMul outside the tensor-core GEMV: y = silu(g) * u over the two products (of
+// n elements each, contiguous), computed in float from T values, SiLU rounded to T first (as
+// the unfused graph's QuickGelu output is).
+template <typename T>
+__device__ __forceinline__ void nbits_silu_mul(const T *g, const T *u, T *y, i64 n) {
+  GRID_LOOP(i, n) {
+    const float x = to_f(g[i]);
+    const float s = to_f(convert<T>(x / (1.f + expf(-x))));
+    y[i] = convert<T>(s * to_f(u[i]));
+  }
+}
+
+#define NB_SILU_MUL(T, TN)                                                                    \
+  extern "C" __global__ void nbits_silu_mul_##TN(const T *g, const T *u, T *y, i64 n) {       \
+    nbits_silu_mul<T>(g, u, y, n);                                                            \
+  }
+NB_SILU_MUL(float, f32)
+NB_SILU_MUL(f16, f16)
+NB_SILU_MUL(bf16, bf16)

@@ -1,6 +1,8 @@
 // com.microsoft MatMulNBits, the decode product on tensor cores (sm_80+): 4-bit codes, blocks
 // of at least 32 along K, K a multiple of 32, integer zero points (packed uint8 or the default
-// 8), float16 / bfloat16 activations, M <= 16 rows of A.
+// 8), float16 / bfloat16 activations, M <= 16 rows of A. The _glu variants compute the
+// internal MatMulNBitsSiluMul: two weight sets of the same shapes read by the same warp (two
+// slabs of each in flight), y = silu(A B^T) * (A B2^T) in the epilogue.
 //
 // B is packed [N, k_blocks, blob]: column n's codes are one row of row_bytes bytes, low nibble
 // first, so 16 bytes (a "chunk") hold 32 consecutive K codes of one column, all in one block.
@@ -34,6 +36,10 @@ struct NqGemv {
   i64 a_rs, y_rs;    // row strides of A and Y, in elements
   i32 m, n, kc, kb;  // rows, columns, 32-code chunks of K (K / 32), k_blocks
   i32 row_bytes, zrow, blk_shift, ks; // blk_shift = log2(block / 32); ks warps split K
+  // The _glu variants: a second weight set (same shapes), y = silu(A B^T) * (A B2^T).
+  const u8 *b2;
+  const void *scales2;
+  const u8 *zp2;
 };
 
 template <typename T> struct NqType;
@@ -87,10 +93,62 @@ struct NqLoad {
   u32 s, z;
 };
 
-template <typename T, int R> __device__ void nq_gemv(const NqGemv &p) {
-#if __CUDA_ARCH__ >= 800
+// One weight set's view of a warp's column tile.
+struct NqCols {
+  const uint4 *brow;
+  const u16 *srow;
+  const u8 *zrow;
+};
+
+__device__ __forceinline__ NqCols nq_cols(const u8 *b, const void *scales, const u8 *zp,
+                                          const NqGemv &p, int nc) {
+  NqCols c;
+  c.brow = reinterpret_cast<const uint4 *>(b + (i64)nc * p.row_bytes);
+  c.srow = reinterpret_cast<const u16 *>(scales) + (i64)nc * p.kb;
+  c.zrow = zp == nullptr ? nullptr : zp + (i64)nc * p.zrow;
+  return c;
+}
+
+__device__ __forceinline__ NqLoad nq_load(const NqCols &c, const NqGemv &p, int j) {
+  NqLoad ld;
+  ld.w = make_uint4(0, 0, 0, 0);
+  ld.s = 0;
+  ld.z = 8;
+  if (j < p.kc) {
+    const int blk = j >> p.blk_shift;
+    ld.w = __ldg(c.brow + j);
+    ld.s = __ldg(c.srow + blk);
+    if (c.zrow != nullptr) ld.z = (__ldg(c.zrow + (blk >> 1)) >> ((blk & 1) * 4)) & 15u;
+  }
+  return ld;
+}
+
+// The 8 mma steps of one slab of one weight set, A words x0 / x1 of word group wd.
+template <typename T, int R>
+__device__ __forceinline__ void nq_step(float (&acc)[4], const NqLoad &ld, int wd,
+                                        const uint4 &x0, const uint4 &x1) {
   typedef NqType<T> Ty;
-  __shared__ float red[NQ_THREADS / 32][32][4];
+  const u32 zz = (Ty::MAGIC1 | ld.z) * 0x00010001u;
+  const u32 ss = ld.s * 0x00010001u;
+  const u32 w = nq_word(ld.w, wd), w4 = w >> 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    // Step: codes 8wd + 4h .. +3, i.e. byte pairs 2h and 2h + 1 of the word.
+    const u32 b0 = Ty::sub_mul(nq_pair(w, w4, 2 * h, Ty::MAGIC), zz, ss);
+    const u32 b1 = Ty::sub_mul(nq_pair(w, w4, 2 * h + 1, Ty::MAGIC), zz, ss);
+    const u32 a0 = nq_word(x0, 2 * h), a2 = nq_word(x0, 2 * h + 1);
+    const u32 a1 = R == 2 ? nq_word(x1, 2 * h) : 0u;
+    const u32 a3 = R == 2 ? nq_word(x1, 2 * h + 1) : 0u;
+    Ty::mma(acc, a0, a1, a2, a3, b0, b1);
+  }
+}
+
+// G: the GLU variant (two weight sets, silu(first) * second in the epilogue).
+template <typename T, int R, bool G> __device__ void nq_gemv(const NqGemv &p) {
+#if __CUDA_ARCH__ >= 800
+  constexpr int NS = G ? 2 : 1;      // weight sets
+  constexpr int U = G ? 2 : NQ_U;    // slabs of loads in flight per set
+  __shared__ float red[NQ_THREADS / 32][32][4 * NS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ks = p.ks;
@@ -100,9 +158,9 @@ template <typename T, int R> __device__ void nq_gemv(const NqGemv &p) {
   const bool active = n0 < p.n;
   // Loads read column min(n, N - 1); columns past N are never written.
   const int nc = min(n0 + g, p.n - 1);
-  const uint4 *brow = reinterpret_cast<const uint4 *>(p.b + (i64)nc * p.row_bytes);
-  const u16 *srow = reinterpret_cast<const u16 *>(p.scales) + (i64)nc * p.kb;
-  const u8 *zrow = p.zp == nullptr ? nullptr : p.zp + (i64)nc * p.zrow;
+  NqCols cols[NS];
+  cols[0] = nq_cols(p.b, p.scales, p.zp, p, nc);
+  if (G) cols[NS - 1] = nq_cols(p.b2, p.scales2, p.zp2, p, nc);
   // This lane's rows of A (g and g + 8); a missing row reads nothing and counts as zeros.
   const bool row0 = g < p.m, row1 = R == 2 && g + 8 < p.m;
   const uint4 *a0p = reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(p.a) +
@@ -111,64 +169,58 @@ template <typename T, int R> __device__ void nq_gemv(const NqGemv &p) {
                                                      (i64)(row1 ? g + 8 : 0) * p.a_rs);
   const int slabs = (p.kc + 3) >> 2;
 
-  // The accumulator fragment: acc[0], acc[1] = row g, columns 2t, 2t + 1; acc[2], acc[3] =
-  // row g + 8.
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  // The accumulator fragments: acc[q][0], acc[q][1] = row g, columns 2t, 2t + 1;
+  // acc[q][2], acc[q][3] = row g + 8 (q: weight set).
+  float acc[NS][4];
+#pragma unroll
+  for (int q = 0; q < NS; ++q)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[q][i] = 0.f;
 
   if (active) {
-    for (int s0 = kw; s0 < slabs; s0 += NQ_U * ks) {
-      NqLoad ld[NQ_U];
+    for (int s0 = kw; s0 < slabs; s0 += U * ks) {
+      NqLoad ld[NS][U];
 #pragma unroll
-      for (int u = 0; u < NQ_U; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int j = (s0 + u * ks) * 4 + t; // this lane's chunk
-        ld[u].w = make_uint4(0, 0, 0, 0);
-        ld[u].s = 0;
-        ld[u].z = 8;
-        if (j < p.kc) {
-          const int blk = j >> p.blk_shift;
-          ld[u].w = __ldg(brow + j);
-          ld[u].s = __ldg(srow + blk);
-          if (zrow != nullptr) ld[u].z = (__ldg(zrow + (blk >> 1)) >> ((blk & 1) * 4)) & 15u;
-        }
+#pragma unroll
+        for (int q = 0; q < NS; ++q) ld[q][u] = nq_load(cols[q], p, j);
       }
 #pragma unroll
-      for (int u = 0; u < NQ_U; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int s = s0 + u * ks;
         if (s >= slabs) break; // uniform across the warp
         const int j = s * 4 + t;
         const bool live = j < p.kc;
-        const u32 zz = (Ty::MAGIC1 | ld[u].z) * 0x00010001u;
-        const u32 ss = ld[u].s * 0x00010001u;
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) {
           // A words 4wd..4wd+3 of this lane's 32 codes: pairs (8wd + 2i, 8wd + 2i + 1).
           uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
           if (live && row0) x0 = __ldg(a0p + 4 * j + wd);
           if (R == 2 && live && row1) x1 = __ldg(a1p + 4 * j + wd);
-          const u32 w = nq_word(ld[u].w, wd), w4 = w >> 4;
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            // Step: codes 8wd + 4h .. +3, i.e. byte pairs 2h and 2h + 1 of the word.
-            const u32 b0 = Ty::sub_mul(nq_pair(w, w4, 2 * h, Ty::MAGIC), zz, ss);
-            const u32 b1 = Ty::sub_mul(nq_pair(w, w4, 2 * h + 1, Ty::MAGIC), zz, ss);
-            const u32 a0 = nq_word(x0, 2 * h), a2 = nq_word(x0, 2 * h + 1);
-            const u32 a1 = R == 2 ? nq_word(x1, 2 * h) : 0u;
-            const u32 a3 = R == 2 ? nq_word(x1, 2 * h + 1) : 0u;
-            Ty::mma(acc, a0, a1, a2, a3, b0, b1);
-          }
+          for (int q = 0; q < NS; ++q) nq_step<T, R>(acc[q], ld[q][u], wd, x0, x1);
         }
       }
     }
   }
-  float out[4] = {acc[0], acc[1], acc[2], acc[3]};
+  float out[NS][4];
+#pragma unroll
+  for (int q = 0; q < NS; ++q)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[q][i] = acc[q][i];
   if (ks > 1) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][lane][i] = out[i];
+    for (int q = 0; q < NS; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][lane][4 * q + i] = out[q][i];
     __syncthreads();
     if (kw == 0) {
-      for (int q = 1; q < ks; ++q)
+      for (int w = 1; w < ks; ++w)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) out[i] += red[warp + q][lane][i];
+        for (int q = 0; q < NS; ++q)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) out[q][i] += red[warp + w][lane][4 * q + i];
     }
   }
   if (!active || kw != 0) return;
@@ -177,8 +229,15 @@ template <typename T, int R> __device__ void nq_gemv(const NqGemv &p) {
     const int row = g + (i >> 1) * 8;
     const int n = n0 + 2 * t + (i & 1);
     if (row < p.m && n < p.n) {
-      float v = out[i];
-      if (p.bias != nullptr) v += widen(reinterpret_cast<const T *>(p.bias)[n]);
+      float v = out[0][i];
+      if (G) {
+        // As the unfused graph: each product rounded to T, SiLU of the gate rounded to T,
+        // then the product.
+        const float gt = widen(convert<T>(v)), up = widen(convert<T>(out[NS - 1][i]));
+        v = widen(convert<T>(gt / (1.f + expf(-gt)))) * up;
+      } else if (p.bias != nullptr) {
+        v += widen(reinterpret_cast<const T *>(p.bias)[n]);
+      }
       reinterpret_cast<T *>(p.y)[(i64)row * p.y_rs + n] = convert<T>(v);
     }
   }
@@ -190,7 +249,11 @@ template <typename T, int R> __device__ void nq_gemv(const NqGemv &p) {
 #define NQ_GEMV(T, TN, R)                                                                     \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R(NqGemv p) {                                                         \
-    nq_gemv<T, R>(p);                                                                         \
+    nq_gemv<T, R, false>(p);                                                                  \
+  }                                                                                           \
+  extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
+      nq_gemv_##TN##_r##R##_glu(NqGemv p) {                                                   \
+    nq_gemv<T, R, true>(p);                                                                   \
   }
 NQ_GEMV(f16, f16, 1)
 NQ_GEMV(f16, f16, 2)

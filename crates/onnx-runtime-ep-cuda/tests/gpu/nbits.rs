@@ -1,5 +1,5 @@
-//! com.microsoft MatMulNBits and GatherBlockQuantized against the CPU provider on random
-//! inputs, the capture of a warmed MatMulNBits, and (ignored by default) the MatMulNBits
+//! com.microsoft MatMulNBits, the internal MatMulNBitsSiluMul and GatherBlockQuantized against
+//! the CPU provider on random inputs, the capture of a warmed MatMulNBits, and (ignored by default) the MatMulNBits
 //! timing on the Qwen2.5 projection shapes: `cargo test --features gpu-tests --test gpu
 //! nbits_timing -- --ignored --nocapture`.
 
@@ -183,6 +183,78 @@ fn matmul_nbits_tensor_core_gemv_matches_cpu() {
             }
         }
     }
+}
+
+/// The internal MatMulNBitsSiluMul (the session's fusion of a gated feed-forward): the CPU
+/// provider's kernel against the unfused graph it replaces (two MatMulNBits, QuickGelu with
+/// alpha 1 rounded to A's type, Mul), then the CUDA kernel against the CPU one: the tensor-core
+/// GLU GEMV (float16 / bfloat16, M <= 16, with and without K splits), and the fallback of two
+/// products and `nbits_silu_mul` (float32 A, M = 17 through the prefill path, 8-bit codes).
+#[test]
+fn matmul_nbits_silu_mul_matches_cpu_and_the_unfused_graph() {
+    let ep = gpu();
+    let mut rng = Rng::new(1509);
+    // (bits, block, K, N): Qwen's hidden size with 8 column tiles, a ragged tile with K split
+    // over 8 warps, a padded last block, 8-bit codes (the register GEMV).
+    let shapes = [
+        (4, 32, 896, 64),
+        (4, 128, 2048, 37),
+        (4, 64, 160, 24),
+        (8, 32, 128, 20),
+    ];
+    for &(bits, block, k, n) in &shapes {
+        for dtype in FLOATS {
+            for (m, zp_g, zp_u) in [
+                (1, Zp::None, Zp::None),
+                (3, Zp::Packed, Zp::None),
+                (9, Zp::Packed, Zp::Packed),
+                (17, Zp::None, Zp::Float),
+            ] {
+                let g = nbits_inputs(&mut rng, dtype, &[m], k, n, bits, block, zp_g, false);
+                let u = nbits_inputs(&mut rng, dtype, &[m], k, n, bits, block, zp_u, false);
+                let mut ins: Vec<Option<T>> = g[..4].to_vec();
+                ins.extend(u[1..4].iter().cloned());
+                let what = format!(
+                    "MatMulNBitsSiluMul {dtype} bits {bits} block {block} K {k} N {n} M {m} \
+                     zp {zp_g:?}/{zp_u:?}"
+                );
+                // The unfused graph on the CPU provider.
+                let mut ui = u.clone();
+                ui[0] = g[0].clone();
+                let wired = |v: &[Option<T>]| v.iter().map(Option::is_some).collect::<Vec<_>>();
+                let gy = reference(&nbits_node(k, n, bits, block, &wired(&g)), 1, &g, &what);
+                let uy = reference(&nbits_node(k, n, bits, block, &wired(&ui)), 1, &ui, &what);
+                let quick = node("QuickGelu", 1, 1, &[("alpha", Attribute::Float(1.0))])
+                    .with_domain("com.microsoft");
+                let sy = reference(&quick, 1, &[Some(gy[0].clone())], &what);
+                let mul = node("Mul", 2, 1, &[]);
+                let unfused =
+                    reference(&mul, 14, &[Some(sy[0].clone()), Some(uy[0].clone())], &what);
+                let fused = silu_mul_node(k, n, bits, block, &wired(&ins));
+                let cpu = reference(&fused, 1, &ins, &what);
+                assert_close_to(
+                    &cpu[0],
+                    &unfused[0],
+                    0.0,
+                    0.0,
+                    &format!("{what}: CPU fused"),
+                );
+                let got = gpu_run(&ep, &fused, 1, &ins).unwrap_or_else(|e| panic!("{what}: {e}"));
+                // Rounding differences in either product are amplified by the other (values
+                // up to ~|typical| each).
+                let (rtol, atol) = tolerances(dtype, k, bits);
+                let typical = (k as f64).sqrt() * (1u32 << (bits - 1)) as f64 * 0.01;
+                assert_close_to(&got[0], &cpu[0], 2.0 * rtol, atol * typical.max(1.0), &what);
+            }
+        }
+    }
+}
+
+fn silu_mul_node(k: usize, n: usize, bits: usize, block: usize, wired: &[bool]) -> Node {
+    let mut nd = nbits_node(k, n, bits, block, wired);
+    nd.op_type = "MatMulNBitsSiluMul".into();
+    nd.domain = "ai.onnx_runtime_rs.internal".into();
+    nd
 }
 
 #[test]

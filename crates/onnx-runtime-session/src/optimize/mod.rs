@@ -2,7 +2,8 @@
 //! removal, constant affine maps folded into Conv weights, and (at [`OptimizationLevel::All`])
 //! chains of element-wise ops fused into single `com.microsoft` kernels, and MatMul with its
 //! bias and activation into the CPU provider's internal `MatMulBias`. For a session on a CUDA
-//! device ([`optimize_for_device`]) the remaining chains of element-wise nodes then become
+//! device ([`optimize_for_device`]) gated MatMulNBits pairs (LLM feed-forwards) become the
+//! internal `MatMulNBitsSiluMul`, and the remaining chains of element-wise nodes then become
 //! internal `FusedElementwise` nodes, one generated kernel each.
 //!
 //! Every rewrite fires only when it computes the same function: its constants are
@@ -16,6 +17,7 @@ mod activation;
 mod conv_fold;
 mod elementwise_chain;
 mod matmul_fuse;
+mod nbits_glu;
 mod noop;
 mod rewriter;
 mod shapes;
@@ -68,7 +70,7 @@ pub struct OptimizeReport {
 type Pass = fn(&mut Rewriter<'_>, NodeId) -> bool;
 
 /// Pass groups in order; each runs to a fixed point before the next starts.
-fn groups(level: OptimizationLevel) -> Vec<Vec<Pass>> {
+fn groups(level: OptimizationLevel, device: DevicePasses) -> Vec<Vec<Pass>> {
     let mut g: Vec<Vec<Pass>> = Vec::new();
     if level >= OptimizationLevel::Basic {
         g.push(vec![noop::remove_noop]);
@@ -91,8 +93,20 @@ fn groups(level: OptimizationLevel) -> Vec<Vec<Pass>> {
             activation::fuse_conv_activation,
             matmul_fuse::fuse_matmul_bias,
         ]);
+        if device.nbits_glu {
+            g.push(vec![nbits_glu::fuse_nbits_silu_mul]);
+        }
     }
     g
+}
+
+/// The device-only rewrites a session's provider takes.
+#[derive(Clone, Copy, Debug, Default)]
+struct DevicePasses {
+    /// Element-wise chains into `FusedElementwise` nodes.
+    chains: bool,
+    /// Gated MatMulNBits pairs into `MatMulNBitsSiluMul`.
+    nbits_glu: bool,
 }
 
 /// Optimizes `graph` in place for `registry`'s kernels (fusions whose kernel is missing are
@@ -114,7 +128,11 @@ pub fn optimize_for_device(
     registry: &CpuRegistry,
     device: Option<&dyn ExecutionProvider>,
 ) -> OptimizeReport {
-    let chains = level >= OptimizationLevel::All && elementwise_chain::enabled(device, registry);
+    let all = level >= OptimizationLevel::All;
+    let passes = DevicePasses {
+        chains: all && elementwise_chain::enabled(device, registry),
+        nbits_glu: all && nbits_glu::enabled(device, registry),
+    };
     let mut report = OptimizeReport {
         nodes_before: count_nodes(graph),
         ..Default::default()
@@ -130,7 +148,7 @@ pub fn optimize_for_device(
         level,
         registry,
         opset,
-        chains,
+        passes,
         &mut report.applied,
         &mut domains,
     );
@@ -149,7 +167,7 @@ fn optimize_graph(
     level: OptimizationLevel,
     registry: &CpuRegistry,
     opset: u64,
-    chains: bool,
+    passes: DevicePasses,
     applied: &mut BTreeMap<&'static str, usize>,
     domains: &mut BTreeSet<&'static str>,
 ) {
@@ -157,11 +175,11 @@ fn optimize_graph(
         for attr in node.attributes.values_mut() {
             match attr {
                 Attribute::Graph(g) => {
-                    optimize_graph(g, level, registry, opset, chains, applied, domains);
+                    optimize_graph(g, level, registry, opset, passes, applied, domains);
                 }
                 Attribute::Graphs(gs) => {
                     for g in gs {
-                        optimize_graph(g, level, registry, opset, chains, applied, domains);
+                        optimize_graph(g, level, registry, opset, passes, applied, domains);
                     }
                 }
                 _ => {}
@@ -171,7 +189,7 @@ fn optimize_graph(
     let Some(mut rw) = Rewriter::new(graph, registry, opset) else {
         return;
     };
-    for group in groups(level) {
+    for group in groups(level, passes) {
         // Each sweep visits every live node; a rewrite refreshes the use lists. Rewrites
         // only ever remove nodes, so this ends; the bound is a guard.
         for _ in 0..16 {
@@ -197,7 +215,7 @@ fn optimize_graph(
         }
     }
     // Last, for a device: element-wise chains into one node each.
-    let fused = chains && elementwise_chain::fuse_chains(&mut rw);
+    let fused = passes.chains && elementwise_chain::fuse_chains(&mut rw);
     let (done, added) = rw.finish();
     if fused {
         elementwise_chain::restore_topological_order(graph);

@@ -175,6 +175,12 @@ impl FloatOp for Swish {
     }
 }
 
+/// com.microsoft QuickGelu (`x * sigmoid(alpha * x)`) as a kernel of `ctx`'s node, for fused
+/// kernels that must give QuickGelu's exact values.
+pub(crate) fn quick_gelu_kernel(ctx: &BuildContext<'_>, alpha: f64) -> Box<dyn CpuKernel> {
+    float_kernel(ctx, Swish(alpha))
+}
+
 fn build_relu(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     let info = NodeInfo::new(ctx.node);
     Ok(kernel_fn(move |inputs| {

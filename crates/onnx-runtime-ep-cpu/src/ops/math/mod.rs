@@ -4,7 +4,7 @@
 
 use crate::CpuRegistry;
 
-mod activation;
+pub(crate) mod activation;
 mod argminmax;
 mod binary;
 mod cast;

@@ -12,7 +12,9 @@
 //! the caches go to a workspace the kernel keeps.
 
 use super::rotary::{gqa_prep_functions, rows_view, CacheView, GqaPrepParams, RotaryParams};
-use super::sdpa::{mask_strides, width_of, Mask, Problem, Scratch, Sdpa, SeqLens, Sink, View4};
+use super::sdpa::{
+    i32_of, mask_strides, width_of, Mask, Problem, Scratch, Sdpa, SeqLens, Sink, View4,
+};
 use crate::ops::common::*;
 use crate::ops::Registry;
 use crate::runtime::{CuPtr, CudaRuntime, Function};

@@ -414,7 +414,7 @@ pub struct Sdpa {
 }
 
 /// Converts a size to the kernels' 32-bit ints.
-fn i32_of(base: &Base, v: usize, what: &str) -> EpResult<i32> {
+pub(super) fn i32_of(base: &Base, v: usize, what: &str) -> EpResult<i32> {
     i32::try_from(v)
         .ok()
         .filter(|&x| x <= i32::MAX / 2)

@@ -110,6 +110,9 @@ struct NqGemv {
     zrow: i32,
     blk_shift: i32,
     ks: i32,
+    b2: u64,
+    scales2: u64,
+    zp2: u64,
 }
 
 /// Mirrors `NbDequant` in nbits_dequant.cu.
@@ -144,8 +147,41 @@ enum Zp {
     Float(CuPtr),
 }
 
+/// One weight set of a call: B, scales and zero points (device addresses, checked).
+#[derive(Clone, Copy, Debug)]
+struct Weights {
+    b: CuPtr,
+    scales: CuPtr,
+    zp: Zp,
+}
+
+impl Weights {
+    fn zp_ptr(&self) -> CuPtr {
+        match self.zp {
+            Zp::Packed(z) => z,
+            _ => 0,
+        }
+    }
+}
+
+/// Where a product goes: device address, shape and element strides.
+struct Dest<'a> {
+    ptr: CuPtr,
+    shape: &'a [usize],
+    strides: &'a [usize],
+}
+
 struct NBitsKernel {
     base: Base,
+    /// The internal MatMulNBitsSiluMul: a second weight set (inputs 4..6), no bias, and
+    /// y = silu(A Wg^T) * (A Wu^T).
+    glu: bool,
+    /// `nq_gemv_<t>_r<r>_glu` by (dtype, row groups), for `glu`.
+    nq_glu: HashMap<(DataType, usize), Function>,
+    /// `nbits_silu_mul_<t>` by dtype, for `glu` calls off the tensor-core GEMV.
+    silu_mul: HashMap<DataType, Function>,
+    /// The two products of such a call.
+    glu_ws: Workspace,
     k: usize,
     n: usize,
     bits: usize,
@@ -167,7 +203,9 @@ struct Call {
     /// Rows of A (every leading axis) and the output shape.
     m: usize,
     out_shape: Vec<usize>,
-    zp: Zp,
+    w: Weights,
+    /// The up product's weights (MatMulNBitsSiluMul).
+    w2: Option<Weights>,
     bias: Option<CuPtr>,
 }
 
@@ -187,7 +225,7 @@ impl NBitsKernel {
 
     fn plan(&self, inputs: &[TensorView<'_>]) -> EpResult<Call> {
         let base = &self.base;
-        let (k, n, kb) = (self.k, self.n, self.kb());
+        let (k, n) = (self.k, self.n);
         let a = base.req(inputs, 0)?;
         let dtype = a.dtype;
         if !FLOATS.iter().any(|f| f.0 == dtype) {
@@ -200,7 +238,54 @@ impl NBitsKernel {
             return Err(base.err(format!("A {:?} must end in K={k}", a.shape)));
         }
         check_view_rank(base, a.shape)?;
-        let b = base.req(inputs, 1)?;
+        let w = self.weights(inputs, dtype, [1, 2, 3])?;
+        let w2 = if self.glu {
+            Some(self.weights(inputs, dtype, [4, 5, 6])?)
+        } else {
+            None
+        };
+        let bias = match base.input(inputs, 5).filter(|_| !self.glu) {
+            None => None,
+            Some(b) => {
+                if !is_contiguous_view(b) {
+                    return Err(
+                        base.err("bias must be contiguous (it is a constant in exported models)")
+                    );
+                }
+                if b.dtype != dtype || b.numel() != n {
+                    return Err(base.err(format!(
+                        "bias must be {dtype} with N={n} values, got {} {:?}",
+                        b.dtype, b.shape
+                    )));
+                }
+                Some(ptr_of(b))
+            }
+        };
+        let m = a.numel() / k.max(1);
+        let mut out_shape = a.shape.to_vec();
+        *out_shape.last_mut().expect("rank >= 1") = n;
+        Ok(Call {
+            dtype,
+            m: if k == 0 { 0 } else { m },
+            out_shape,
+            w,
+            w2,
+            bias,
+        })
+    }
+
+    /// The weight set at inputs `pos` (B, scales, zero points), checked against the node's
+    /// shapes.
+    fn weights(
+        &self,
+        inputs: &[TensorView<'_>],
+        dtype: DataType,
+        pos: [usize; 3],
+    ) -> EpResult<Weights> {
+        let base = &self.base;
+        let (n, kb) = (self.n, self.kb());
+        let [pb, ps, pz] = pos;
+        let b = base.req(inputs, pb)?;
         if b.dtype != DataType::Uint8 || b.numel() != n * self.row_bytes() {
             return Err(base.err(format!(
                 "B must be uint8 with N*k_blocks*blob = {} bytes, got {} {:?}",
@@ -209,7 +294,7 @@ impl NBitsKernel {
                 b.shape
             )));
         }
-        let scales = base.req(inputs, 2)?;
+        let scales = base.req(inputs, ps)?;
         if scales.dtype != dtype || scales.numel() != n * kb {
             return Err(base.err(format!(
                 "scales must be {dtype} with N*k_blocks = {} values, got {} {:?}",
@@ -218,7 +303,7 @@ impl NBitsKernel {
                 scales.shape
             )));
         }
-        let zp = match base.input(inputs, 3) {
+        let zp = match base.input(inputs, pz) {
             None => Zp::Default,
             Some(z) if z.dtype == DataType::Uint8 => {
                 if z.numel() != n * self.zrow() {
@@ -247,7 +332,7 @@ impl NBitsKernel {
                 )))
             }
         };
-        for (pos, what) in [(1, "B"), (2, "scales"), (3, "zero_points"), (5, "bias")] {
+        for (pos, what) in [(pb, "B"), (ps, "scales"), (pz, "zero_points")] {
             if let Some(v) = base.input(inputs, pos) {
                 if !is_contiguous_view(v) {
                     return Err(base.err(format!(
@@ -256,27 +341,10 @@ impl NBitsKernel {
                 }
             }
         }
-        let bias = match base.input(inputs, 5) {
-            None => None,
-            Some(b) => {
-                if b.dtype != dtype || b.numel() != n {
-                    return Err(base.err(format!(
-                        "bias must be {dtype} with N={n} values, got {} {:?}",
-                        b.dtype, b.shape
-                    )));
-                }
-                Some(ptr_of(b))
-            }
-        };
-        let m = a.numel() / k.max(1);
-        let mut out_shape = a.shape.to_vec();
-        *out_shape.last_mut().expect("rank >= 1") = n;
-        Ok(Call {
-            dtype,
-            m: if k == 0 { 0 } else { m },
-            out_shape,
+        Ok(Weights {
+            b: ptr_of(b),
+            scales: ptr_of(scales),
             zp,
-            bias,
         })
     }
 
@@ -285,16 +353,17 @@ impl NBitsKernel {
     fn gemv_launch(
         &self,
         call: &Call,
-        b_ptr: CuPtr,
+        w: &Weights,
         a_rows: Option<(i64, i64)>,
     ) -> Option<GemvLaunch> {
+        let b_ptr = w.b;
         let row_bytes = self.row_bytes();
         let (a_rs, a_ks) = a_rows?;
         if call.m == 0
             || call.m > GEMV_MAX_M
             || !row_bytes.is_multiple_of(16)
             || !b_ptr.is_multiple_of(16)
-            || matches!(call.zp, Zp::Float(_))
+            || matches!(w.zp, Zp::Float(_))
             || self.k > i32::MAX as usize / 2
         {
             return None;
@@ -355,12 +424,22 @@ impl NBitsKernel {
         &self,
         call: &Call,
         a_ptr: CuPtr,
-        b_ptr: CuPtr,
+        w: &Weights,
+        w2: Option<&Weights>,
         a_rows: Option<(i64, i64)>,
     ) -> Option<(Function, (u32, u32, u32), NqGemv)> {
         let (a_rs, a_ks) = a_rows?;
         let rows = if call.m > 8 { 2 } else { 1 };
-        let f = *self.nq.get(&(call.dtype, rows))?;
+        let b_ptr = w.b;
+        let f = match w2 {
+            None => *self.nq.get(&(call.dtype, rows))?,
+            Some(w2) => {
+                if !w2.b.is_multiple_of(16) || matches!(w2.zp, Zp::Float(_)) {
+                    return None;
+                }
+                *self.nq_glu.get(&(call.dtype, rows))?
+            }
+        };
         // Rows of A are read 16 bytes at a time (the second and later ones at a_rs).
         let rows_aligned = call.m == 1 || (a_rs * 2).rem_euclid(16) == 0;
         if call.m == 0
@@ -369,7 +448,7 @@ impl NBitsKernel {
             || !a_ptr.is_multiple_of(16)
             || !rows_aligned
             || !b_ptr.is_multiple_of(16)
-            || matches!(call.zp, Zp::Float(_))
+            || matches!(w.zp, Zp::Float(_))
         {
             return None;
         }
@@ -402,48 +481,47 @@ impl NBitsKernel {
         &self,
         call: &Call,
         a: &TensorView<'_>,
-        inputs: &[TensorView<'_>],
-        out: &TensorMut<'_>,
+        wt: &Weights,
+        bias: Option<CuPtr>,
+        out: &Dest<'_>,
     ) -> EpResult<()> {
         let base = &self.base;
         let w = call.dtype.element_size().unwrap_or(4);
         let (k, n, kb) = (self.k, self.n, self.kb());
         let tn = (DEQUANT_BUDGET / (k * w).max(1)).clamp(1, n);
         let ws = self.ws.get(base, tn * k * w, "dequantized weights")?;
-        let b = base.req(inputs, 1)?;
+        let b = wt.b;
         let row_bytes = self.row_bytes();
         // 16 bytes of B a thread where rows allow, else 4 (a block's blob is a multiple of 4).
-        let ub = if row_bytes.is_multiple_of(16) && ptr_of(b).is_multiple_of(16) {
+        let ub = if row_bytes.is_multiple_of(16) && b.is_multiple_of(16) {
             16
         } else {
             4
         };
-        if !ptr_of(b).is_multiple_of(4) {
+        if !b.is_multiple_of(4) {
             return Err(base.err(format!(
-                "B at {:#x} is not 4-byte aligned (a device allocation or an aligned view is \
-                 expected)",
-                ptr_of(b)
+                "B at {b:#x} is not 4-byte aligned (a device allocation or an aligned view is \
+                 expected)"
             )));
         }
         let f = self.dequant[&(call.dtype, ub)];
         let row_units = row_bytes / ub;
-        let scales = base.req(inputs, 2)?;
-        let (zp, zp_kind) = match call.zp {
+        let (zp, zp_kind) = match wt.zp {
             Zp::Default => (0, 0),
             Zp::Packed(p) => (p, 1),
             Zp::Float(p) => (p, 2),
         };
         // A as a batch of [rows, K] matrices; Y likewise, with N columns.
         let am = Mat::of(ptr_of(a), a.shape, a.strides, true, false, false);
-        let om = Mat::of(mut_ptr_of(out), out.shape, out.strides, true, false, false);
+        let om = Mat::of(out.ptr, out.shape, out.strides, true, false, false);
         let mut n0 = 0;
         while n0 < n {
             let cols = tn.min(n - n0);
             // cols * row_units <= cols * K <= DEQUANT_BUDGET: 32-bit indices suffice.
             let units = cols * row_units;
             let mut p = NbDequant {
-                b: ptr_of(b),
-                scales: ptr_of(scales),
+                b,
+                scales: wt.scales,
                 zp,
                 w: ws,
                 units: units as i32,
@@ -489,13 +567,142 @@ impl NBitsKernel {
                     alpha: 1.0,
                     beta: 0.0,
                     c: None,
-                    bias: call.bias.map(|bp| (bp + (n0 * w) as CuPtr, 1)),
+                    bias: bias.map(|bp| (bp + (n0 * w) as CuPtr, 1)),
                     act: Act::None,
                 },
             )?;
             n0 += cols;
         }
         Ok(())
+    }
+}
+
+impl NBitsKernel {
+    /// One product `A W^T (+ bias)` into `y` (`w2`: the tensor-core GLU kernel with the up
+    /// weights, when it qualifies): the tensor-core GEMV, else the register GEMV, else the
+    /// prefill path.
+    fn product(
+        &self,
+        call: &Call,
+        a: &TensorView<'_>,
+        w: &Weights,
+        w2: Option<&Weights>,
+        y: &Dest<'_>,
+    ) -> EpResult<()> {
+        let base = &self.base;
+        let y_rows = row_strides(y.shape, y.strides).filter(|&(_, cs)| cs == 1);
+        let a_rows = row_strides(a.shape, a.strides);
+        let bias = if w2.is_some() { None } else { call.bias };
+        // The operand pointers and the output row stride, common to both GEMV parameter blocks.
+        macro_rules! operands {
+            ($p:ident, $y_rs:expr) => {
+                $p.a = ptr_of(a);
+                $p.b = w.b;
+                $p.scales = w.scales;
+                $p.zp = w.zp_ptr();
+                $p.bias = bias.unwrap_or(0);
+                $p.y = y.ptr;
+                $p.y_rs = if call.m == 1 { self.n as i64 } else { $y_rs };
+            };
+        }
+        if let Some((y_rs, _)) = y_rows {
+            if let Some((f, grid, mut p)) = self.nq_launch(call, ptr_of(a), w, w2, a_rows) {
+                operands!(p, y_rs);
+                if let Some(w2) = w2 {
+                    p.b2 = w2.b;
+                    p.scales2 = w2.scales;
+                    p.zp2 = w2.zp_ptr();
+                }
+                let mut args = [arg(&mut p)];
+                // SAFETY: nq_gemv_* (NQ_THREADS threads, static shared memory only) reads the
+                // checked views of A (M rows of K at a_rs, 16-byte aligned), B (and B2),
+                // scales, zero points and bias and writes M x N outputs at the output's row
+                // stride.
+                return unsafe {
+                    base.rt
+                        .launch_cfg(f, grid, (NQ_THREADS, 1, 1), 0, &mut args)
+                };
+            }
+        }
+        if w2.is_some() {
+            return Err(base.err("the fused SiLU product needs the tensor-core GEMV"));
+        }
+        let launch = match y_rows {
+            Some(_) => self.gemv_launch(call, w, a_rows),
+            None => None,
+        };
+        match launch {
+            Some((f, grid, smem, mut p)) => {
+                let (y_rs, _) = y_rows.expect("checked above");
+                operands!(p, y_rs);
+                let mut args = [arg(&mut p)];
+                // SAFETY: nbits_gemv_* (256 threads, `smem` bytes of A tile) reads the checked
+                // views of A, B, scales, zero points and bias and writes M x N outputs at the
+                // output's row stride.
+                unsafe {
+                    base.rt
+                        .launch_cfg(f, grid, (GEMV_THREADS, 1, 1), smem, &mut args)
+                }
+            }
+            None => self.run_gemm(call, a, w, bias, y),
+        }
+    }
+
+    /// MatMulNBitsSiluMul: one tensor-core GLU GEMV where it qualifies, else both products
+    /// into a workspace and `nbits_silu_mul` into the (contiguous) output.
+    fn silu_mul_products(
+        &self,
+        call: &Call,
+        a: &TensorView<'_>,
+        w2: &Weights,
+        out: &TensorMut<'_>,
+    ) -> EpResult<()> {
+        let base = &self.base;
+        let y = Dest {
+            ptr: mut_ptr_of(out),
+            shape: out.shape,
+            strides: out.strides,
+        };
+        let y_rows = row_strides(out.shape, out.strides).filter(|&(_, cs)| cs == 1);
+        if y_rows.is_some()
+            && self
+                .nq_launch(
+                    call,
+                    ptr_of(a),
+                    &call.w,
+                    Some(w2),
+                    row_strides(a.shape, a.strides),
+                )
+                .is_some()
+        {
+            return self.product(call, a, &call.w, Some(w2), &y);
+        }
+        if !out.is_contiguous() {
+            return Err(base.unsupported(
+                call.dtype,
+                "a strided MatMulNBitsSiluMul output runs on the CPU provider",
+            ));
+        }
+        let n = out.numel();
+        let width = call.dtype.element_size().unwrap_or(4);
+        let ws = self
+            .glu_ws
+            .get(base, 2 * n * width, "gate and up products")?;
+        let strides = dense_strides(out.shape);
+        let (g, u) = (ws, ws + (n * width) as CuPtr);
+        for (wt, ptr) in [(&call.w, g), (w2, u)] {
+            let d = Dest {
+                ptr,
+                shape: out.shape,
+                strides: &strides,
+            };
+            self.product(call, a, wt, None, &d)?;
+        }
+        let f = self.silu_mul[&call.dtype];
+        let (mut gp, mut up, mut yp, mut np) = (g, u, mut_ptr_of(out), n as i64);
+        let mut args = [arg(&mut gp), arg(&mut up), arg(&mut yp), arg(&mut np)];
+        // SAFETY: nbits_silu_mul_T reads n elements of each product and writes n outputs.
+        unsafe { base.rt.launch(f, n as u64, &mut args) }
     }
 }
 
@@ -511,6 +718,15 @@ fn nq_k_split(tiles: usize, slabs: usize, target: usize) -> usize {
         ks *= 2;
     }
     ks
+}
+
+/// Row-major element strides of `shape`.
+fn dense_strides(shape: &[usize]) -> Vec<usize> {
+    let mut st = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * shape[i + 1];
+    }
+    st
 }
 
 /// Whether a view is dense row-major.
@@ -556,60 +772,14 @@ impl Kernel for NBitsKernel {
             return Ok(());
         }
         let a = base.req(inputs, 0)?;
-        let b = base.req(inputs, 1)?;
-        let y_rows = row_strides(out.shape, out.strides).filter(|&(_, cs)| cs == 1);
-        let a_rows = row_strides(a.shape, a.strides);
-        let scales = ptr_of(base.req(inputs, 2)?);
-        // The operand pointers and the output row stride, common to both GEMV parameter blocks.
-        macro_rules! operands {
-            ($p:ident, $y_rs:expr) => {
-                $p.a = ptr_of(a);
-                $p.b = ptr_of(b);
-                $p.scales = scales;
-                $p.zp = match call.zp {
-                    Zp::Packed(z) => z,
-                    _ => 0,
-                };
-                $p.bias = call.bias.unwrap_or(0);
-                $p.y = mut_ptr_of(out);
-                $p.y_rs = if call.m == 1 { self.n as i64 } else { $y_rs };
-            };
-        }
-        if let Some((y_rs, _)) = y_rows {
-            if let Some((f, grid, mut p)) = self.nq_launch(&call, ptr_of(a), ptr_of(b), a_rows) {
-                operands!(p, y_rs);
-                let mut args = [arg(&mut p)];
-                // SAFETY: nq_gemv_* (NQ_THREADS threads, static shared memory only) reads the
-                // checked views of A (M rows of K at a_rs, 16-byte aligned), B, scales, zero
-                // points and bias and writes M x N outputs at the output's row stride.
-                unsafe {
-                    base.rt
-                        .launch_cfg(f, grid, (NQ_THREADS, 1, 1), 0, &mut args)?
-                };
-                if !base.rt.is_capturing() {
-                    self.warmed.store(true, Ordering::Release);
-                }
-                return Ok(());
-            }
-        }
-        let launch = match y_rows {
-            Some(_) => self.gemv_launch(&call, ptr_of(b), a_rows),
-            None => None,
+        let dest = Dest {
+            ptr: mut_ptr_of(out),
+            shape: out.shape,
+            strides: out.strides,
         };
-        match launch {
-            Some((f, grid, smem, mut p)) => {
-                let (y_rs, _) = y_rows.expect("checked above");
-                operands!(p, y_rs);
-                let mut args = [arg(&mut p)];
-                // SAFETY: nbits_gemv_* (256 threads, `smem` bytes of A tile) reads the checked
-                // views of A, B, scales, zero points and bias and writes M x N outputs at the
-                // output's row stride.
-                unsafe {
-                    base.rt
-                        .launch_cfg(f, grid, (GEMV_THREADS, 1, 1), smem, &mut args)?
-                };
-            }
-            None => self.run_gemm(&call, a, inputs, out)?,
+        match &call.w2 {
+            None => self.product(&call, a, &call.w, None, &dest)?,
+            Some(w2) => self.silu_mul_products(&call, a, w2, out)?,
         }
         if !base.rt.is_capturing() {
             self.warmed.store(true, Ordering::Release);
@@ -644,6 +814,30 @@ fn positive(node: &onnx_runtime_ir::Node, name: &str) -> EpResult<usize> {
 }
 
 pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Kernel>> {
+    build(rt, req, false)
+}
+
+/// The internal MatMulNBitsSiluMul (the session's fusion of a gated feed-forward): inputs A,
+/// then B, scales, zero points of the gate and of the up product.
+pub fn matmul_nbits_silu_mul(
+    rt: &Arc<CudaRuntime>,
+    req: &KernelRequest<'_>,
+) -> EpResult<Box<dyn Kernel>> {
+    if req.node.inputs.len() != 7 {
+        return Err(EpError::invalid_attribute(
+            req.node,
+            "inputs",
+            format!(
+                "MatMulNBitsSiluMul takes 7 inputs (A, then B, scales, zero points of each \
+                 product), got {}",
+                req.node.inputs.len()
+            ),
+        ));
+    }
+    build(rt, req, true)
+}
+
+fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, glu: bool) -> EpResult<Box<dyn Kernel>> {
     let nd = req.node;
     let (k, n) = (positive(nd, "K")?, positive(nd, "N")?);
     let bits = attr_int(nd, "bits")?.unwrap_or(4);
@@ -678,7 +872,7 @@ pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<
              weights",
         ));
     }
-    if nd.inputs.get(4).copied().flatten().is_some() {
+    if !glu && nd.inputs.get(4).copied().flatten().is_some() {
         return Err(EpError::UnsupportedOp {
             ep: "cuda".into(),
             node: nd.describe(),
@@ -699,8 +893,13 @@ pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<
     };
     let mut gemv = HashMap::new();
     let mut nq = HashMap::new();
+    let mut nq_glu = HashMap::new();
+    let mut silu_mul = HashMap::new();
     let mut dequant = HashMap::new();
     for (dtype, tag) in FLOATS {
+        if glu {
+            silu_mul.insert(dtype, module.function(&format!("nbits_silu_mul_{tag}"))?);
+        }
         for mr in [1, 2, 4] {
             gemv.insert(
                 (dtype, mr),
@@ -716,12 +915,19 @@ pub fn matmul_nbits(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<
         if let (Some(m), DataType::Float16 | DataType::BFloat16) = (&nq_module, dtype) {
             for r in [1, 2] {
                 nq.insert((dtype, r), m.function(&format!("nq_gemv_{tag}_r{r}"))?);
+                if glu {
+                    nq_glu.insert((dtype, r), m.function(&format!("nq_gemv_{tag}_r{r}_glu"))?);
+                }
             }
         }
     }
     let float = FloatEngine::new(&base)?;
     Ok(Box::new(NBitsKernel {
         ws: Workspace::new(rt),
+        glu,
+        nq_glu,
+        silu_mul,
+        glu_ws: Workspace::new(rt),
         base,
         k,
         n,

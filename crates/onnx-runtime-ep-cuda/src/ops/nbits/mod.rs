@@ -23,6 +23,12 @@ pub(crate) fn nbits_module() -> ModuleSpec {
 pub fn register(r: &mut Registry) {
     r.register("com.microsoft", "MatMulNBits", 1, matmul::matmul_nbits);
     r.register(
+        crate::ops::gemm::INTERNAL_DOMAIN,
+        "MatMulNBitsSiluMul",
+        1,
+        matmul::matmul_nbits_silu_mul,
+    );
+    r.register(
         "com.microsoft",
         "GatherBlockQuantized",
         1,

@@ -15,8 +15,9 @@ use OptimizationLevel::All;
 
 const FUSED: &str = "ai.onnx_runtime_rs.internal:FusedElementwise";
 
-/// A device that says it runs FusedElementwise (and nothing else) and refuses to build it.
-struct ChainDevice(DeviceKind);
+/// A device that says it runs the internal ops named (FusedElementwise here) and nothing else,
+/// and refuses to build them.
+pub(super) struct ChainDevice(pub DeviceKind, pub &'static [&'static str]);
 
 impl ExecutionProvider for ChainDevice {
     fn name(&self) -> &str {
@@ -29,7 +30,7 @@ impl ExecutionProvider for ChainDevice {
         }
     }
     fn supports(&self, node: &Node, _: u64) -> bool {
-        node.op_type == "FusedElementwise" && node.domain == INTERNAL_DOMAIN
+        node.domain == INTERNAL_DOMAIN && self.1.contains(&node.op_type.as_str())
     }
     fn get_kernel(
         &self,
@@ -71,7 +72,7 @@ impl ExecutionProvider for ChainDevice {
 }
 
 fn cuda() -> Arc<dyn ExecutionProvider> {
-    Arc::new(ChainDevice(DeviceKind::Cuda))
+    Arc::new(ChainDevice(DeviceKind::Cuda, &["FusedElementwise"]))
 }
 
 /// The graph `b` optimized at `level` for `device`.
@@ -210,7 +211,7 @@ fn written_out_gelu_fuses_only_for_a_cuda_device() {
     // No device, a CPU-kind device, or below level All: the nodes stay.
     let five = ["Div", "Erf", "Add", "Mul", "Mul"];
     assert_eq!(op_list(&optimized(&b, All, None)), five);
-    let cpu_kind = ChainDevice(DeviceKind::Cpu);
+    let cpu_kind = ChainDevice(DeviceKind::Cpu, &["FusedElementwise"]);
     assert_eq!(op_list(&optimized(&b, All, Some(&cpu_kind))), five);
     let dev = cuda();
     assert_eq!(

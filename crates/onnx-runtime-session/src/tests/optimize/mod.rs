@@ -7,6 +7,7 @@ mod conv_fold;
 mod elementwise_chain;
 mod fused_conv_ref;
 mod matmul_fuse;
+mod nbits_glu;
 mod noop;
 mod transformer;
 

@@ -9,7 +9,7 @@ use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::DataType;
 use rayon::prelude::*;
 
-struct NBits {
+pub(super) struct NBits {
     node: String,
     k: usize,
     n: usize,
@@ -184,6 +184,12 @@ impl CpuKernel for NBits {
 }
 
 fn build_nbits(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+    Ok(Box::new(nbits_kernel(ctx, [1, 2, 3, 4])?))
+}
+
+/// The MatMulNBits kernel of `ctx.node`'s attributes whose B, scales, zero points and g_idx
+/// are the node's inputs `pos` (dequantized once when they are constants).
+pub(super) fn nbits_kernel(ctx: &BuildContext<'_>, pos: [usize; 4]) -> Result<NBits, EpError> {
     let nd = ctx.node;
     let req = |name: &str| -> Result<usize, EpError> {
         match attrs::opt_int(nd, name)? {
@@ -232,14 +238,15 @@ fn build_nbits(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
         _ => None,
     };
     let absent = |i: usize| nd.inputs.get(i).copied().flatten().is_none();
-    if let (Some(b), Some(s)) = (c(1), c(2)) {
-        let zp_ok = absent(3) || c(3).is_some();
-        let g_ok = absent(4) || c(4).is_some();
+    let [pb, ps, pz, pg] = pos;
+    if let (Some(b), Some(s)) = (c(pb), c(ps)) {
+        let zp_ok = absent(pz) || c(pz).is_some();
+        let g_ok = absent(pg) || c(pg).is_some();
         if zp_ok && g_ok {
-            kernel.packed = Some(kernel.dequantize(b, s, c(3), c(4))?);
+            kernel.packed = Some(kernel.dequantize(b, s, c(pz), c(pg))?);
         }
     }
-    Ok(Box::new(kernel))
+    Ok(kernel)
 }
 
 struct MsRotary {

@@ -1,4 +1,4 @@
-//! Attention: ONNX Attention, com.microsoft Attention / MultiHeadAttention / GroupQueryAttention, FlexAttention, linear attention, RotaryEmbedding and MatMulNBits.
+//! Attention: ONNX Attention, com.microsoft Attention / MultiHeadAttention / GroupQueryAttention, FlexAttention, linear attention, RotaryEmbedding, MatMulNBits and the fused MatMulNBitsSiluMul.
 
 use crate::CpuRegistry;
 
@@ -6,6 +6,7 @@ pub(crate) mod contrib_attention;
 pub(crate) mod contrib_misc;
 pub(crate) mod flex_attention;
 pub(crate) mod linear_attention;
+pub(crate) mod nbits_silu_mul;
 pub(crate) mod sdpa;
 pub(crate) mod subgraph;
 
@@ -15,4 +16,5 @@ pub fn register(r: &mut CpuRegistry) {
     flex_attention::register(r);
     linear_attention::register(r);
     contrib_misc::register(r);
+    nbits_silu_mul::register(r);
 }

@@ -1,0 +1,118 @@
+//! The gated feed-forward of LLM decoders, `silu(A Wg^T) * (A Wu^T)` with both products
+//! com.microsoft MatMulNBits of the same A (after [`super::activation::fuse_silu`]: a Mul of
+//! QuickGelu(alpha = 1) and the up product), becomes the internal `MatMulNBitsSiluMul`: one
+//! node reading A once for both weight sets with SiLU and the product in its epilogue (one
+//! launch on CUDA instead of three). Only for a device session whose provider runs the fused
+//! node; the CPU provider has it too (the two products, then the epilogue), for fallbacks.
+
+use super::rewriter::{is_op, other_input, Rewriter};
+use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
+use onnx_runtime_ep_cpu::INTERNAL_DOMAIN;
+use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
+
+pub(crate) const OP: &str = "MatMulNBitsSiluMul";
+const MS: &str = "com.microsoft";
+
+/// Attributes that must agree between the two products (the fused node takes the gate's).
+const SHARED: [&str; 4] = ["K", "N", "bits", "block_size"];
+
+/// Whether `device` runs the fused node (and the CPU registry has it for fallbacks).
+pub(crate) fn enabled(
+    device: Option<&dyn ExecutionProvider>,
+    registry: &onnx_runtime_ep_cpu::CpuRegistry,
+) -> bool {
+    let Some(dev) = device else { return false };
+    if dev.device_id().kind != DeviceKind::Cuda {
+        return false;
+    }
+    let probe = Node::new(NodeId(0), OP, vec![], vec![]).with_domain(INTERNAL_DOMAIN);
+    dev.supports(&probe, 1) && registry.contains(INTERNAL_DOMAIN, OP, 1)
+}
+
+/// The MatMulNBits producing `v` (read only by `reader`) as (node, A, [B, scales, zero
+/// points]), when it has no g_idx, no bias and no prepacked weights.
+fn nbits_of(
+    rw: &Rewriter<'_>,
+    v: ValueId,
+    reader: NodeId,
+) -> Option<(NodeId, ValueId, [Option<ValueId>; 3])> {
+    if rw.sole_consumer(v) != Some(reader) {
+        return None;
+    }
+    let id = rw.producer(v)?;
+    let n = rw.node(id);
+    if n.normalized_domain() != MS || n.op_type != "MatMulNBits" || n.outputs.len() != 1 {
+        return None;
+    }
+    let input = |i: usize| n.inputs.get(i).copied().flatten();
+    if input(4).is_some() || input(5).is_some() {
+        return None;
+    }
+    if n.attribute("weight_prepacked")
+        .and_then(|a| a.as_int())
+        .unwrap_or(0)
+        != 0
+    {
+        return None;
+    }
+    let (a, b, s) = (input(0)?, input(1)?, input(2)?);
+    Some((id, a, [Some(b), Some(s), input(3)]))
+}
+
+/// Mul(QuickGelu(alpha 1)(MatMulNBits(A, Wg)), MatMulNBits(A, Wu)) -> MatMulNBitsSiluMul.
+pub(crate) fn fuse_nbits_silu_mul(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+    let node = rw.node(id);
+    if !is_op(node, "Mul") || node.outputs.len() != 1 || node.inputs.len() != 2 {
+        return false;
+    }
+    for &s in node.inputs.iter().flatten() {
+        let Some(u) = other_input(node, s) else {
+            continue;
+        };
+        let Some(act) = rw.producer(s) else {
+            continue;
+        };
+        let an = rw.node(act);
+        if an.normalized_domain() != MS
+            || an.op_type != "QuickGelu"
+            || an.attribute("alpha").and_then(|a| a.as_float()) != Some(1.0)
+            || an.inputs.len() != 1
+            || rw.sole_consumer(s) != Some(id)
+        {
+            continue;
+        }
+        let Some(g) = an.inputs[0] else {
+            continue;
+        };
+        let (Some((gate, a_g, wg)), Some((up, a_u, wu))) =
+            (nbits_of(rw, g, act), nbits_of(rw, u, id))
+        else {
+            continue;
+        };
+        if a_g != a_u || gate == up {
+            continue;
+        }
+        let (gn, un) = (rw.node(gate), rw.node(up));
+        if SHARED.iter().any(|k| gn.attribute(k) != un.attribute(k)) {
+            continue;
+        }
+        let attributes: Vec<(String, Attribute)> = SHARED
+            .iter()
+            .chain(["accuracy_level"].iter())
+            .filter_map(|k| gn.attribute(k).map(|a| (k.to_string(), a.clone())))
+            .collect();
+        let fused = rw.g.node_mut(id);
+        fused.op_type = OP.into();
+        fused.domain = INTERNAL_DOMAIN.into();
+        fused.inputs = std::iter::once(Some(a_g)).chain(wg).chain(wu).collect();
+        fused.attributes.clear();
+        fused.attributes.extend(attributes);
+        rw.remove(act);
+        rw.remove(gate);
+        rw.remove(up);
+        rw.new_domains.insert(INTERNAL_DOMAIN);
+        rw.count("nbits_silu_mul");
+        return true;
+    }
+    false
+}
