@@ -7,6 +7,7 @@
 
 use crate::config::{IoNames, ModelConfig};
 use crate::error::{GenError, GenResult};
+use half::slice::HalfFloatSliceExt;
 use onnx_runtime_ep_cpu::{Tensor, Value};
 use onnx_runtime_ir::{DataType, ValueType};
 use onnx_runtime_session::Session;
@@ -315,9 +316,21 @@ pub(crate) fn logits_of(name: &str, v: &Value, tokens: usize) -> GenResult<StepL
             t.shape()
         )));
     }
+    // Half logits widen with the slice conversions (F16C where the CPU has it): a 150k-word
+    // vocabulary is converted every decode step.
     let data: Vec<f32> = match t.dtype() {
         DataType::Float32 => t.data::<f32>().to_vec(),
-        DataType::Float16 | DataType::BFloat16 | DataType::Float64 => t
+        DataType::Float16 => {
+            let mut out = vec![0f32; t.numel()];
+            t.data::<half::f16>().convert_to_f32_slice(&mut out);
+            out
+        }
+        DataType::BFloat16 => {
+            let mut out = vec![0f32; t.numel()];
+            t.data::<half::bf16>().convert_to_f32_slice(&mut out);
+            out
+        }
+        DataType::Float64 => t
             .to_f64_vec()
             .unwrap_or_default()
             .into_iter()
@@ -400,5 +413,11 @@ mod tests {
             .contains("[1, tokens, vocab]"));
         let ints = Tensor::from_vec(vec![1, 3], vec![0i64; 3]);
         assert!(logits_of("logits", &ints.into(), 1).is_err());
+        let b: Vec<half::bf16> = [0.25f32, -3.0]
+            .iter()
+            .map(|&x| half::bf16::from_f32(x))
+            .collect();
+        let l = logits_of("logits", &Tensor::from_vec(vec![1, 1, 2], b).into(), 1).unwrap();
+        assert_eq!(l.data, vec![0.25, -3.0]);
     }
 }
