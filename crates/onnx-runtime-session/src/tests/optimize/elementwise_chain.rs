@@ -76,13 +76,17 @@ fn cuda() -> Arc<dyn ExecutionProvider> {
 }
 
 /// The graph `b` optimized at `level` for `device`.
-fn optimized(b: &G, level: OptimizationLevel, device: Option<&dyn ExecutionProvider>) -> Graph {
+pub(super) fn optimized(
+    b: &G,
+    level: OptimizationLevel,
+    device: Option<&dyn ExecutionProvider>,
+) -> Graph {
     let mut g = b.g.clone();
     optimize_for_device(&mut g, level, onnx_runtime_ep_cpu::registry(), device);
     g
 }
 
-fn op_list(g: &Graph) -> Vec<String> {
+pub(super) fn op_list(g: &Graph) -> Vec<String> {
     g.nodes
         .iter()
         .map(|n| {

@@ -2,9 +2,8 @@
 //! device that runs it. The stand-in device claims the op and refuses to build it, so the CPU
 //! provider's kernel runs the fused node and is checked against the unfused graph.
 
-use super::elementwise_chain::ChainDevice;
+use super::elementwise_chain::{op_list, optimized, ChainDevice};
 use super::*;
-use crate::optimize::optimize_for_device;
 use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
 use std::sync::Arc;
 use OptimizationLevel::All;
@@ -20,18 +19,7 @@ fn device() -> Arc<dyn ExecutionProvider> {
 }
 
 fn ops(b: &G, device: Option<&dyn ExecutionProvider>) -> Vec<String> {
-    let mut g = b.g.clone();
-    optimize_for_device(&mut g, All, onnx_runtime_ep_cpu::registry(), device);
-    g.nodes
-        .iter()
-        .map(|n| {
-            if n.domain.is_empty() {
-                n.op_type.clone()
-            } else {
-                format!("{}:{}", n.domain, n.op_type)
-            }
-        })
-        .collect()
+    op_list(&optimized(b, All, device))
 }
 
 /// MatMulNBits(a, weights `w`) -> `y`, 4-bit, with zero points when `zp`.
