@@ -24,7 +24,8 @@ use crate::config::ModelConfig;
 use crate::error::GenResult;
 use crate::step::{logits_of, StepLayout, StepLogits, StepRunner};
 use onnx_runtime_ep_cpu::Value;
-use onnx_runtime_session::{DeviceValue, Input, OutputOn, Session};
+use onnx_runtime_ir::{Attribute, DataType, Dim, Graph, Node, NodeId, Shape};
+use onnx_runtime_session::{DeviceValue, Input, Output, OutputOn, Session, SessionOptions};
 use std::sync::Arc;
 
 /// One layer's key or value cache.
@@ -40,6 +41,8 @@ pub struct DeviceStepRunner {
     layout: StepLayout,
     past: Vec<Past>,
     cached: usize,
+    /// [`DeviceStepRunner::argmax_session`], once built: the logits' element type and rank, and it.
+    argmax: Option<((DataType, usize), Session)>,
 }
 
 impl DeviceStepRunner {
@@ -68,6 +71,7 @@ impl DeviceStepRunner {
             layout,
             past,
             cached: 0,
+            argmax: None,
         };
         r.reset();
         Ok(r)
@@ -86,8 +90,10 @@ impl DeviceStepRunner {
     }
 }
 
-impl StepRunner for DeviceStepRunner {
-    fn step(&mut self, tokens: &[u32]) -> GenResult<StepLogits> {
+impl DeviceStepRunner {
+    /// Runs one step (see the module documentation) and returns the logits, left where
+    /// `logits_on` says.
+    fn run(&mut self, tokens: &[u32], logits_on: OutputOn) -> GenResult<(String, Output)> {
         let l = &self.layout;
         let total = l.total_after(self.cached, tokens.len())?;
         // The shared buffer's decode steps: the mask padded to the buffer, one signature.
@@ -106,7 +112,7 @@ impl StepRunner for DeviceStepRunner {
                 },
             ));
         }
-        let mut outputs: Vec<(&str, OutputOn)> = vec![(&l.logits, OutputOn::Host)];
+        let mut outputs: Vec<(&str, OutputOn)> = vec![(&l.logits, logits_on)];
         outputs.extend(
             l.cache_names
                 .iter()
@@ -114,11 +120,9 @@ impl StepRunner for DeviceStepRunner {
         );
         let mut results = l.session.run_bound(&inputs, &outputs)?.into_iter();
         drop(inputs);
-        let (name, logits) = results
+        let logits = results
             .next()
             .ok_or_else(|| StepLayout::missing(&l.logits))?;
-        let logits = logits.into_host()?;
-        let logits = logits_of(&name, &logits, tokens.len())?;
         let mut next = Vec::with_capacity(l.cache_names.len());
         for (_, present) in &l.cache_names {
             let (_, out) = results.next().ok_or_else(|| StepLayout::missing(present))?;
@@ -136,6 +140,97 @@ impl StepRunner for DeviceStepRunner {
         self.past = next;
         self.cached = total;
         Ok(logits)
+    }
+
+    /// The session that finds the largest logit of each position on the device (ArgMax over
+    /// the vocabulary, on the model session's device), built at the first greedy step for the
+    /// logits' element type and rank. Its decode steps have one signature, so it runs as a captured
+    /// device graph from the third on, as the model does.
+    fn argmax_session(&mut self, dtype: DataType, rank: usize) -> GenResult<&Session> {
+        if self
+            .argmax
+            .as_ref()
+            .is_none_or(|(k, _)| *k != (dtype, rank))
+        {
+            let device = self.layout.session.device().cloned();
+            let mut g = Graph::new();
+            g.opset_imports.insert(String::new(), 13);
+            let names: &[&str] = if rank == 2 {
+                &["batch", "vocab"]
+            } else {
+                &["batch", "positions", "vocab"]
+            };
+            let dims = names.iter().map(|n| Dim::Symbolic((*n).into())).collect();
+            let logits = g.create_named_value("logits", dtype, Shape(dims));
+            g.add_input(logits);
+            let ids = g.create_value("ids", None);
+            let mut node = Node::new(NodeId(0), "ArgMax", vec![Some(logits)], vec![ids]);
+            node.attributes.insert("axis".into(), Attribute::Int(-1));
+            node.attributes.insert("keepdims".into(), Attribute::Int(0));
+            g.insert_node(node);
+            g.add_output(ids);
+            let options = SessionOptions {
+                device,
+                ..SessionOptions::default()
+            };
+            self.argmax = Some(((dtype, rank), Session::from_graph(&g, options)?));
+        }
+        Ok(&self.argmax.as_ref().expect("built above").1)
+    }
+}
+
+impl StepRunner for DeviceStepRunner {
+    fn step(&mut self, tokens: &[u32]) -> GenResult<StepLogits> {
+        let n = tokens.len();
+        let (name, logits) = self.run(tokens, OutputOn::Host)?;
+        logits_of(&name, &logits.into_host()?, n)
+    }
+
+    /// The greedy choice on the device: the logits stay there and ArgMax runs on them (NaN
+    /// counts as the largest value there, as in ONNX's ArgMax; the host's
+    /// [`crate::sampling::argmax`] skips NaN), so only the chosen id (8 bytes a position)
+    /// comes back instead of the vocabulary's logits.
+    fn step_argmax(&mut self, tokens: &[u32]) -> GenResult<u32> {
+        let n = tokens.len();
+        let (name, logits) = self.run(tokens, OutputOn::Device)?;
+        let Some(d) = logits.as_device() else {
+            return logits_of(&name, &logits.into_host()?, n)
+                .map(|l| crate::sampling::argmax(l.last()));
+        };
+        let err = |message: String| crate::GenError::Output {
+            name: name.clone(),
+            message,
+        };
+        let float = matches!(
+            d.dtype(),
+            DataType::Float32 | DataType::Float16 | DataType::BFloat16
+        );
+        let shaped = matches!(d.shape(), [1, r, v] if *r >= 1 && *r <= n && *v > 0)
+            || matches!(d.shape(), [1, v] if *v > 0);
+        if !float || !shaped {
+            return Err(err(format!(
+                "is {} of shape {:?} for a step of {n} tokens; float [1, tokens, vocab] logits \
+                 expected",
+                d.dtype(),
+                d.shape()
+            )));
+        }
+        let d = d.clone();
+        let session = self.argmax_session(d.dtype(), d.shape().len())?;
+        let out =
+            session.run_bound(&[("logits", Input::Device(&d))], &[("ids", OutputOn::Host)])?;
+        let ids = out
+            .into_iter()
+            .next()
+            .ok_or_else(|| err("the ArgMax session returned nothing".into()))?
+            .1
+            .into_host()?;
+        let last = ids
+            .as_tensor()
+            .and_then(|t| t.to_i64_vec())
+            .and_then(|v| v.last().copied())
+            .ok_or_else(|| err("the ArgMax session returned no index".into()))?;
+        u32::try_from(last).map_err(|_| err(format!("ArgMax returned index {last}")))
     }
 
     fn cached(&self) -> usize {

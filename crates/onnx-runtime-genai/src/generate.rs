@@ -320,21 +320,34 @@ pub fn generate(
     let start = Instant::now();
     let mut feed: Vec<u32> = prompt.to_vec();
     let mut decode_start = None;
+    // Greedy without a penalty needs only the largest logit's index: the runner may find it
+    // where the logits are (the device), so they need not come to the host.
+    let greedy = !options.sampling.do_sample
+        && options.sampling.repetition_penalty == 1.0
+        && !options.keep_logits;
     while gen.tokens.len() < options.max_new_tokens {
         let t0 = Instant::now();
-        let logits = runner.step(&feed)?;
-        let mut last = logits.last().to_vec();
-        if options.keep_logits {
+        let id = if greedy {
+            let id = runner.step_argmax(&feed)?;
             if gen.tokens.is_empty() {
-                gen.prompt_logits = Some(logits.clone());
-            } else {
-                gen.step_logits.push(last.clone());
+                gen.timing.prompt = t0.elapsed();
             }
-        }
-        if gen.tokens.is_empty() {
-            gen.timing.prompt = t0.elapsed();
-        }
-        let id = choose(&mut last, &history, &options.sampling, &mut rng);
+            id
+        } else {
+            let logits = runner.step(&feed)?;
+            let mut last = logits.last().to_vec();
+            if options.keep_logits {
+                if gen.tokens.is_empty() {
+                    gen.prompt_logits = Some(logits.clone());
+                } else {
+                    gen.step_logits.push(last.clone());
+                }
+            }
+            if gen.tokens.is_empty() {
+                gen.timing.prompt = t0.elapsed();
+            }
+            choose(&mut last, &history, &options.sampling, &mut rng)
+        };
         if gen.tokens.is_empty() {
             gen.timing.first_token = start.elapsed();
             decode_start = Some(Instant::now());

@@ -37,6 +37,14 @@ pub trait StepRunner {
     /// Feeds `tokens` (the whole prompt first, then one token per step) and returns their
     /// logits. The cache then holds [`StepRunner::cached`] + `tokens.len()` tokens.
     fn step(&mut self, tokens: &[u32]) -> GenResult<StepLogits>;
+    /// Feeds `tokens` as [`StepRunner::step`] does and returns the index of the largest of
+    /// the last position's logits (the first of equal maxima): the greedy choice without a
+    /// repetition penalty. This default takes the logits to the host ([`crate::sampling::argmax`]);
+    /// [`crate::DeviceStepRunner`] computes it on the device, so that only the id crosses back.
+    fn step_argmax(&mut self, tokens: &[u32]) -> GenResult<u32> {
+        let logits = self.step(tokens)?;
+        Ok(crate::sampling::argmax(logits.last()))
+    }
     /// Tokens in the cache.
     fn cached(&self) -> usize;
     /// The most tokens the cache can hold, when it has a fixed size or the model a context

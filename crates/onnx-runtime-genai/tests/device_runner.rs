@@ -172,6 +172,47 @@ fn replayed_decode_steps_choose_onnxruntimes_tokens_twice() {
     }
 }
 
+/// Greedy generation without kept logits chooses on the device (ArgMax over the logits
+/// there): onnxruntime's tokens, and each later step brings back only the chosen id, 8 bytes
+/// where the host choice downloads the vocabulary's logits.
+#[test]
+fn greedy_steps_choose_on_the_device_and_bring_back_only_the_id() {
+    for kind in ["genai", "optimum"] {
+        let r = reference(kind);
+        let (model, _dev, counters) = on_device(kind);
+        let mut runner = model.device_runner().unwrap();
+        let options = GenerateOptions {
+            max_new_tokens: r.tokens.len(),
+            stop_tokens: Some(vec![]),
+            ..Default::default()
+        };
+        let out = model
+            .generate_with(&mut runner, &r.prompt, &options, &mut |_| {})
+            .unwrap();
+        assert_eq!(out.tokens, r.tokens, "{kind}: onnxruntime's tokens");
+        let mut host = model.device_runner().unwrap();
+        let want = host.step(&r.prompt).unwrap();
+        let mut last = *out.tokens.last().unwrap();
+        let mut fresh = model.device_runner().unwrap();
+        assert_eq!(
+            fresh.step_argmax(&r.prompt).unwrap(),
+            onnx_runtime_genai::sampling::argmax(want.last()),
+            "{kind}: the prompt step's choice"
+        );
+        for i in 0..3 {
+            let before = counters.now();
+            let id = runner.step_argmax(&[last]).unwrap();
+            let c = counters.now() - before;
+            assert_eq!(
+                (c.downloads, c.download_bytes),
+                (1, 8),
+                "{kind}: step {i} after the generation: {c:?}"
+            );
+            last = id;
+        }
+    }
+}
+
 #[test]
 fn a_growing_cache_stays_on_the_device() {
     let r = reference("optimum");
