@@ -3,7 +3,9 @@
 //!
 //! Each step binds the past as device values, asks for the presents on the device (they are
 //! the next step's past) and for the logits on the host; only the small feeds (ids, mask,
-//! positions) cross from the host, and only the logits back.
+//! positions) cross from the host, and only the logits back. A greedy step
+//! ([`StepRunner::step_argmax`]) keeps the logits on the device too and runs ArgMax there, so
+//! only the chosen id comes back.
 //!
 //! With `past_present_share_buffer` (the onnxruntime-genai builder's GroupQueryAttention
 //! models) the past is one buffer of `max_length` rows per layer, and every decode step feeds
