@@ -24,7 +24,7 @@
 
 use crate::config::ModelConfig;
 use crate::error::GenResult;
-use crate::step::{logits_of, StepLayout, StepLogits, StepRunner};
+use crate::step::{logits_of, logits_rows, StepLayout, StepLogits, StepRunner};
 use onnx_runtime_ep_cpu::Value;
 use onnx_runtime_ir::{Attribute, DataType, Dim, Graph, Node, NodeId, Shape};
 use onnx_runtime_session::{DeviceValue, Input, Output, OutputOn, Session, SessionOptions};
@@ -203,24 +203,15 @@ impl StepRunner for DeviceStepRunner {
             name: name.clone(),
             message,
         };
-        let float = matches!(
+        if !matches!(
             d.dtype(),
             DataType::Float32 | DataType::Float16 | DataType::BFloat16
-        );
-        let shaped = matches!(d.shape(), [1, r, v] if *r >= 1 && *r <= n && *v > 0)
-            || matches!(d.shape(), [1, v] if *v > 0);
-        if !float || !shaped {
-            return Err(err(format!(
-                "is {} of shape {:?} for a step of {n} tokens; float [1, tokens, vocab] logits \
-                 expected",
-                d.dtype(),
-                d.shape()
-            )));
+        ) {
+            return Err(err(format!("is {}; float logits expected", d.dtype())));
         }
-        let d = d.clone();
+        logits_rows(&name, d.shape(), n)?;
         let session = self.argmax_session(d.dtype(), d.shape().len())?;
-        let out =
-            session.run_bound(&[("logits", Input::Device(&d))], &[("ids", OutputOn::Host)])?;
+        let out = session.run_bound(&[("logits", Input::Device(d))], &[("ids", OutputOn::Host)])?;
         let ids = out
             .into_iter()
             .next()

@@ -320,6 +320,10 @@ pub fn generate(
     let start = Instant::now();
     let mut feed: Vec<u32> = prompt.to_vec();
     let mut decode_start = None;
+    enum Stepped {
+        Chosen(u32),
+        Logits(StepLogits),
+    }
     // Greedy without a penalty needs only the largest logit's index: the runner may find it
     // where the logits are (the device), so they need not come to the host.
     let greedy = !options.sampling.do_sample
@@ -327,26 +331,28 @@ pub fn generate(
         && !options.keep_logits;
     while gen.tokens.len() < options.max_new_tokens {
         let t0 = Instant::now();
-        let id = if greedy {
-            let id = runner.step_argmax(&feed)?;
-            if gen.tokens.is_empty() {
-                gen.timing.prompt = t0.elapsed();
-            }
-            id
+        // The greedy choice comes with the step; otherwise the logits do.
+        let stepped = if greedy {
+            Stepped::Chosen(runner.step_argmax(&feed)?)
         } else {
-            let logits = runner.step(&feed)?;
-            let mut last = logits.last().to_vec();
-            if options.keep_logits {
-                if gen.tokens.is_empty() {
-                    gen.prompt_logits = Some(logits.clone());
-                } else {
-                    gen.step_logits.push(last.clone());
+            Stepped::Logits(runner.step(&feed)?)
+        };
+        if gen.tokens.is_empty() {
+            gen.timing.prompt = t0.elapsed();
+        }
+        let id = match stepped {
+            Stepped::Chosen(id) => id,
+            Stepped::Logits(logits) => {
+                let mut last = logits.last().to_vec();
+                if options.keep_logits {
+                    if gen.tokens.is_empty() {
+                        gen.prompt_logits = Some(logits.clone());
+                    } else {
+                        gen.step_logits.push(last.clone());
+                    }
                 }
+                choose(&mut last, &history, &options.sampling, &mut rng)
             }
-            if gen.tokens.is_empty() {
-                gen.timing.prompt = t0.elapsed();
-            }
-            choose(&mut last, &history, &options.sampling, &mut rng)
         };
         if gen.tokens.is_empty() {
             gen.timing.first_token = start.elapsed();

@@ -304,6 +304,26 @@ impl HostStepRunner {
     }
 }
 
+/// The rows (positions) and vocabulary size of logits of shape `[1, rows, vocab]` (or
+/// `[1, vocab]`) returned for a step of `tokens` tokens.
+pub(crate) fn logits_rows(name: &str, shape: &[usize], tokens: usize) -> GenResult<(usize, usize)> {
+    let err = |message: String| GenError::Output {
+        name: name.to_string(),
+        message,
+    };
+    let (rows, vocab) = match shape {
+        [1, r, v] => (*r, *v),
+        [1, v] => (1, *v),
+        s => return Err(err(format!("has shape {s:?}; [1, tokens, vocab] expected"))),
+    };
+    if rows == 0 || rows > tokens || vocab == 0 {
+        return Err(err(format!(
+            "has shape {shape:?} for a step of {tokens} tokens"
+        )));
+    }
+    Ok((rows, vocab))
+}
+
 /// Logits `[batch, rows, vocab]` (or `[batch, vocab]`) of batch 1 as f32.
 pub(crate) fn logits_of(name: &str, v: &Value, tokens: usize) -> GenResult<StepLogits> {
     let err = |message: String| GenError::Output {
@@ -313,17 +333,7 @@ pub(crate) fn logits_of(name: &str, v: &Value, tokens: usize) -> GenResult<StepL
     let t = v
         .as_tensor()
         .ok_or_else(|| err(format!("is a {}, not a tensor", v.kind_name())))?;
-    let (rows, vocab) = match t.shape() {
-        [1, r, v] => (*r, *v),
-        [1, v] => (1, *v),
-        s => return Err(err(format!("has shape {s:?}; [1, tokens, vocab] expected"))),
-    };
-    if rows == 0 || rows > tokens || vocab == 0 {
-        return Err(err(format!(
-            "has shape {:?} for a step of {tokens} tokens",
-            t.shape()
-        )));
-    }
+    let (rows, vocab) = logits_rows(name, t.shape(), tokens)?;
     // Half logits widen with the slice conversions (F16C where the CPU has it): a 150k-word
     // vocabulary is converted every decode step.
     let data: Vec<f32> = match t.dtype() {

@@ -190,8 +190,8 @@ fn greedy_steps_choose_on_the_device_and_bring_back_only_the_id() {
             .generate_with(&mut runner, &r.prompt, &options, &mut |_| {})
             .unwrap();
         assert_eq!(out.tokens, r.tokens, "{kind}: onnxruntime's tokens");
-        let mut host = model.device_runner().unwrap();
-        let want = host.step(&r.prompt).unwrap();
+        let mut with_logits = model.device_runner().unwrap();
+        let want = with_logits.step(&r.prompt).unwrap();
         let mut last = *out.tokens.last().unwrap();
         let mut fresh = model.device_runner().unwrap();
         assert_eq!(
