@@ -200,6 +200,8 @@ fn follows(node: &Node) -> Option<usize> {
         "" if op == "Where" => Some(1),
         "" if FIRST.contains(&op) => Some(0),
         "com.microsoft" if MS.contains(&op) => Some(0),
+        // The optimizer's fused product (it runs before the conversion).
+        onnx_runtime_ep_cpu::INTERNAL_DOMAIN if op == "MatMulBias" => Some(0),
         _ => None,
     }
 }

@@ -111,33 +111,31 @@ impl Session {
     /// Compiles `graph`: checks that every op has a kernel (naming all that do not at once),
     /// orders the nodes, builds each kernel once and plans when each value is freed.
     pub fn from_graph(graph: &Graph, options: SessionOptions) -> SessionResult<Session> {
-        let converted;
+        // The standard rewrites see the graph as written, then the precision conversion
+        // (when asked), then the device-only rewrites see the converted types.
+        let prepared;
         let mut precision = None;
-        let graph = match options.precision.half_type() {
-            None => graph,
-            Some(to) => {
+        let graph = match (options.precision.half_type(), options.optimization) {
+            (None, OptimizationLevel::None) => graph,
+            (to, level) => {
                 let mut g = graph.clone();
-                precision =
-                    Some(crate::precision::convert(&mut g, to).map_err(|e| {
-                        SessionError::invalid(format!("precision conversion: {e}"))
-                    })?);
-                converted = g;
-                &converted
+                let convert = |g: &mut Graph| match to {
+                    None => Ok(None),
+                    Some(to) => crate::precision::convert(g, to)
+                        .map(Some)
+                        .map_err(|e| SessionError::invalid(format!("precision conversion: {e}"))),
+                };
+                let (_, report) = crate::optimize::optimize_around(
+                    &mut g,
+                    level,
+                    registry_of(&options),
+                    options.device.as_deref(),
+                    convert,
+                )?;
+                precision = report;
+                prepared = g;
+                &prepared
             }
-        };
-        let optimized;
-        let graph = if options.optimization == OptimizationLevel::None {
-            graph
-        } else {
-            let mut g = graph.clone();
-            crate::optimize::optimize_for_device(
-                &mut g,
-                options.optimization,
-                registry_of(&options),
-                options.device.as_deref(),
-            );
-            optimized = g;
-            &optimized
         };
         let compiler = compiler_for(graph, &options);
         let missing = unsupported_ops(graph, &options)?;

@@ -21,6 +21,7 @@ mod nbits_glu;
 mod noop;
 mod rewriter;
 mod shapes;
+mod skip_norm;
 mod transformer;
 
 use onnx_runtime_ep_api::ExecutionProvider;
@@ -72,7 +73,7 @@ type Pass = fn(&mut Rewriter<'_>, NodeId) -> bool;
 /// Pass groups in order; each runs to a fixed point before the next starts.
 fn groups(level: OptimizationLevel, device: DevicePasses) -> Vec<Vec<Pass>> {
     let mut g: Vec<Vec<Pass>> = Vec::new();
-    if level >= OptimizationLevel::Basic {
+    if device.standard && level >= OptimizationLevel::Basic {
         g.push(vec![noop::remove_noop]);
         g.push(vec![
             conv_fold::fold_batch_norm,
@@ -81,7 +82,7 @@ fn groups(level: OptimizationLevel, device: DevicePasses) -> Vec<Vec<Pass>> {
             conv_fold::fold_mul_add_into_batch_norm,
         ]);
     }
-    if level >= OptimizationLevel::All {
+    if device.standard && level >= OptimizationLevel::All {
         g.push(vec![
             activation::fuse_hard_swish,
             activation::fuse_silu,
@@ -93,20 +94,47 @@ fn groups(level: OptimizationLevel, device: DevicePasses) -> Vec<Vec<Pass>> {
             activation::fuse_conv_activation,
             matmul_fuse::fuse_matmul_bias,
         ]);
+    }
+    if level >= OptimizationLevel::All {
         if device.nbits_glu {
             g.push(vec![nbits_glu::fuse_nbits_silu_mul]);
+        }
+        if device.skip_norm {
+            g.push(vec![skip_norm::fuse_skip_layer_norm]);
         }
     }
     g
 }
 
-/// The device-only rewrites a session's provider takes.
+/// Which rewrites a sweep runs: the standard ones, and the device-only ones a session's
+/// provider takes.
 #[derive(Clone, Copy, Debug, Default)]
 struct DevicePasses {
+    /// The rewrites every session gets (no-op removal, folds, fusions into standard and
+    /// `com.microsoft` ops, MatMulBias).
+    standard: bool,
     /// Element-wise chains into `FusedElementwise` nodes.
     chains: bool,
     /// Gated MatMulNBits pairs into `MatMulNBitsSiluMul`.
     nbits_glu: bool,
+    /// Residual Add then LayerNormalization into `com.microsoft` SkipLayerNormalization.
+    skip_norm: bool,
+}
+
+impl DevicePasses {
+    fn for_device(
+        level: OptimizationLevel,
+        registry: &CpuRegistry,
+        device: Option<&dyn ExecutionProvider>,
+    ) -> Self {
+        let all = level >= OptimizationLevel::All;
+        DevicePasses {
+            standard: false,
+            chains: all && elementwise_chain::enabled(device, registry),
+            nbits_glu: all && nbits_glu::enabled(device, registry),
+            skip_norm: all && skip_norm::enabled(device, registry),
+        }
+    }
 }
 
 /// Optimizes `graph` in place for `registry`'s kernels (fusions whose kernel is missing are
@@ -128,11 +156,50 @@ pub fn optimize_for_device(
     registry: &CpuRegistry,
     device: Option<&dyn ExecutionProvider>,
 ) -> OptimizeReport {
-    let all = level >= OptimizationLevel::All;
     let passes = DevicePasses {
-        chains: all && elementwise_chain::enabled(device, registry),
-        nbits_glu: all && nbits_glu::enabled(device, registry),
+        standard: true,
+        ..DevicePasses::for_device(level, registry, device)
     };
+    run_passes(graph, level, registry, passes)
+}
+
+/// [`optimize_for_device`] around a rewrite of the graph's types (the precision
+/// conversion): the standard rewrites first, on the graph as written (their patterns read
+/// float32 constants), then `convert`, then the device-only ones (element-wise chains are
+/// generated for the converted types). Returns both reports; an error of `convert` stops it.
+pub(crate) fn optimize_around<R, E>(
+    graph: &mut Graph,
+    level: OptimizationLevel,
+    registry: &CpuRegistry,
+    device: Option<&dyn ExecutionProvider>,
+    convert: impl FnOnce(&mut Graph) -> Result<R, E>,
+) -> Result<(OptimizeReport, R), E> {
+    let standard = DevicePasses {
+        standard: true,
+        ..Default::default()
+    };
+    let first = run_passes(graph, level, registry, standard);
+    let converted = convert(graph)?;
+    let second = run_passes(
+        graph,
+        level,
+        registry,
+        DevicePasses::for_device(level, registry, device),
+    );
+    let mut report = first;
+    for (k, v) in second.applied {
+        *report.applied.entry(k).or_default() += v;
+    }
+    report.nodes_after = second.nodes_after;
+    Ok((report, converted))
+}
+
+fn run_passes(
+    graph: &mut Graph,
+    level: OptimizationLevel,
+    registry: &CpuRegistry,
+    passes: DevicePasses,
+) -> OptimizeReport {
     let mut report = OptimizeReport {
         nodes_before: count_nodes(graph),
         ..Default::default()

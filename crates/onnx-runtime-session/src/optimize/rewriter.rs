@@ -442,6 +442,13 @@ impl<'g> Rewriter<'g> {
         id
     }
 
+    /// A new unnamed value: an optional output left unproduced.
+    pub fn unnamed_value(&mut self) -> ValueId {
+        let id = self.g.create_value(String::new(), None);
+        self.pinned.push(false);
+        id
+    }
+
     /// A value name not used in the graph, starting with `hint`.
     pub fn fresh_name(&self, hint: &str) -> String {
         let mut k = 0usize;

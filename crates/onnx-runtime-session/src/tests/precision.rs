@@ -140,3 +140,37 @@ fn precision_names_parse() {
     assert_eq!("fp32".parse::<Precision>().unwrap(), Precision::AsWritten);
     assert!("int8".parse::<Precision>().unwrap_err().contains("fp16"));
 }
+
+#[test]
+fn fusions_see_the_float32_graph_before_the_conversion() {
+    // MatMul then Add(b) becomes MatMulBias on the float32 constants, then converts whole.
+    let mut g = graph().g;
+    let (report, conv) = crate::optimize::optimize_around(
+        &mut g,
+        crate::OptimizationLevel::All,
+        onnx_runtime_ep_cpu::registry(),
+        None,
+        |g| convert(g, DataType::Float16),
+    )
+    .unwrap();
+    assert_eq!(report.applied.get("matmul_bias"), Some(&1), "{report:?}");
+    let fused = g
+        .nodes
+        .iter()
+        .find(|n| n.op_type == "MatMulBias")
+        .expect("a MatMulBias");
+    for k in [1, 2] {
+        let v = fused.inputs[k].unwrap();
+        assert_eq!(g.initializers[&v].dtype, DataType::Float16, "input {k}");
+    }
+    assert!(conv.half_nodes >= 5, "{conv:?}");
+    // And the session runs it in half precision within half-precision error of float32.
+    let x = rand_f32(16, 3);
+    let want = run(Precision::AsWritten, &x);
+    let got = run(Precision::Float16, &x);
+    let (_, w) = out_f32(&want, 0);
+    let (_, h) = out_f32(&got, 0);
+    for (a, b) in w.iter().zip(&h) {
+        assert!((a - b).abs() <= 2e-2, "{a} vs {b}");
+    }
+}

@@ -15,8 +15,8 @@ use OptimizationLevel::All;
 
 const FUSED: &str = "ai.onnx_runtime_rs.internal:FusedElementwise";
 
-/// A device that says it runs the internal ops named (FusedElementwise here) and nothing else,
-/// and refuses to build them.
+/// A device that says it runs the internal and `com.microsoft` ops named (FusedElementwise
+/// here) and nothing else, and refuses to build them.
 pub(super) struct ChainDevice(pub DeviceKind, pub &'static [&'static str]);
 
 impl ExecutionProvider for ChainDevice {
@@ -30,7 +30,8 @@ impl ExecutionProvider for ChainDevice {
         }
     }
     fn supports(&self, node: &Node, _: u64) -> bool {
-        node.domain == INTERNAL_DOMAIN && self.1.contains(&node.op_type.as_str())
+        (node.domain == INTERNAL_DOMAIN || node.domain == "com.microsoft")
+            && self.1.contains(&node.op_type.as_str())
     }
     fn get_kernel(
         &self,

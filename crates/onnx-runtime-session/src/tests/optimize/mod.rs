@@ -9,6 +9,7 @@ mod fused_conv_ref;
 mod matmul_fuse;
 mod nbits_glu;
 mod noop;
+mod skip_norm;
 mod transformer;
 
 use super::*;

@@ -1,0 +1,131 @@
+//! A residual Add read only by a LayerNormalization over the last axis becomes
+//! `com.microsoft` SkipLayerNormalization: one row kernel that adds, normalizes and (when the
+//! sum has other readers) writes the sum as its fourth output, instead of an element-wise
+//! pass and a norm. Transformer encoders have two in every layer. Only for a device session
+//! whose provider runs the fused op (on the CPU the two separate kernels are as fast).
+//!
+//! The two addends must have the same shape, known from the graph (static shapes, or the
+//! value types' dimensions, symbolic names included): SkipLayerNormalization broadcasts
+//! only its skip input, so a pair that broadcasts either way is left alone.
+
+use super::rewriter::{is_op, Rewriter};
+use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
+use onnx_runtime_ep_cpu::CpuRegistry;
+use onnx_runtime_ir::{Attribute, Dim, Node, NodeId, ValueId};
+
+const MS: &str = "com.microsoft";
+const OP: &str = "SkipLayerNormalization";
+
+/// Whether `device` runs SkipLayerNormalization (and the CPU registry has it for fallbacks).
+pub(crate) fn enabled(device: Option<&dyn ExecutionProvider>, registry: &CpuRegistry) -> bool {
+    let Some(dev) = device else { return false };
+    if dev.device_id().kind != DeviceKind::Cuda {
+        return false;
+    }
+    let probe = Node::new(NodeId(0), OP, vec![], vec![]).with_domain(MS);
+    dev.supports(&probe, 1) && registry.contains(MS, OP, 1)
+}
+
+/// The dimensions of `v`, when every one is known (a number or a named symbol).
+fn known_dims(rw: &mut Rewriter<'_>, v: ValueId) -> Option<Vec<Dim>> {
+    if let Some(s) = rw
+        .constant(v)
+        .map(|t| t.shape)
+        .or_else(|| rw.static_shape(v))
+    {
+        return Some(s.into_iter().map(Dim::Static).collect());
+    }
+    let dims = rw.g.value(v).shape()?.dims().to_vec();
+    let known = dims.iter().all(|d| match d {
+        Dim::Static(_) => true,
+        Dim::Symbolic(name) => !name.is_empty(),
+    });
+    known.then_some(dims)
+}
+
+/// LayerNormalization(Add(a, b), gamma, beta?) over the last axis, with the Add's output read
+/// by nothing else than the norm or also by others (then the fused node's fourth output
+/// replaces it), and only the norm's first output read.
+pub(crate) fn fuse_skip_layer_norm(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+    let node = rw.node(id);
+    let onnx = is_op(node, "LayerNormalization");
+    let ms = node.normalized_domain() == MS && node.op_type == "LayerNormalization";
+    if !(onnx || ms) || node.inputs.len() < 2 || node.outputs.is_empty() {
+        return false;
+    }
+    let (Some(sum), Some(gamma)) = (node.inputs[0], node.inputs[1]) else {
+        return false;
+    };
+    let beta = node.inputs.get(2).copied().flatten();
+    let epsilon = node
+        .attribute("epsilon")
+        .and_then(|a| a.as_float())
+        .unwrap_or(1e-5);
+    let axis = node
+        .attribute("axis")
+        .and_then(|a| a.as_int())
+        .unwrap_or(-1);
+    let stash = node
+        .attribute("stash_type")
+        .and_then(|a| a.as_int())
+        .unwrap_or(1);
+    let out = node.outputs[0];
+    let extra_outputs: Vec<ValueId> = node.outputs[1..].to_vec();
+    if stash != 1
+        || extra_outputs
+            .iter()
+            .any(|&o| !rw.consumers(o).is_empty() || rw.is_pinned(o))
+    {
+        return false;
+    }
+    let Some(add) = rw.producer(sum) else {
+        return false;
+    };
+    let an = rw.node(add);
+    if !is_op(an, "Add") || an.outputs.len() != 1 || an.inputs.len() != 2 {
+        return false;
+    }
+    let (Some(a), Some(b)) = (an.inputs[0], an.inputs[1]) else {
+        return false;
+    };
+    let Some(dims) = known_dims(rw, a) else {
+        return false;
+    };
+    if dims.is_empty() || known_dims(rw, b).as_ref() != Some(&dims) {
+        return false;
+    }
+    let rank = dims.len() as i64;
+    if axis != -1 && axis != rank - 1 {
+        return false;
+    }
+    // gamma and beta: 1-D of the hidden width when the graph says so.
+    let hidden = dims.last().cloned();
+    for v in [Some(gamma), beta].into_iter().flatten() {
+        match known_dims(rw, v) {
+            Some(d) if d.len() == 1 && Some(&d[0]) == hidden.as_ref() => {}
+            _ => return false,
+        }
+    }
+    let sum_read_elsewhere = rw.consumers(sum).iter().any(|&c| c != id) || rw.is_pinned(sum);
+    let fused = rw.g.node_mut(id);
+    fused.op_type = OP.into();
+    fused.domain = MS.into();
+    fused.inputs = vec![Some(a), Some(b), Some(gamma), beta];
+    fused.attributes.clear();
+    fused
+        .attributes
+        .insert("epsilon".into(), Attribute::Float(epsilon));
+    fused.outputs.truncate(1);
+    if sum_read_elsewhere {
+        // Outputs: output, mean, inv_std_var, input_skip_bias_sum. The two statistics stay
+        // unnamed (not produced); the Add's output moves here.
+        let (m, v) = (rw.unnamed_value(), rw.unnamed_value());
+        let fused = rw.g.node_mut(id);
+        fused.outputs.extend([m, v, sum]);
+    }
+    debug_assert_eq!(rw.g.node(id).outputs[0], out);
+    rw.remove(add);
+    rw.new_domains.insert(MS);
+    rw.count("skip_layer_norm");
+    true
+}
