@@ -14,6 +14,7 @@
 //! are optimized the same way, on their own.
 
 mod activation;
+mod attention_fuse;
 mod conv_fold;
 mod elementwise_chain;
 mod matmul_fuse;
@@ -22,6 +23,7 @@ mod noop;
 mod rewriter;
 mod shapes;
 mod skip_norm;
+mod sym_shapes;
 mod transformer;
 
 use onnx_runtime_ep_api::ExecutionProvider;
@@ -96,6 +98,9 @@ fn groups(level: OptimizationLevel, device: DevicePasses) -> Vec<Vec<Pass>> {
         ]);
     }
     if level >= OptimizationLevel::All {
+        if device.attention {
+            g.push(vec![attention_fuse::fuse_attention]);
+        }
         if device.nbits_glu {
             g.push(vec![nbits_glu::fuse_nbits_silu_mul]);
         }
@@ -119,6 +124,9 @@ struct DevicePasses {
     nbits_glu: bool,
     /// Residual Add then LayerNormalization into `com.microsoft` SkipLayerNormalization.
     skip_norm: bool,
+    /// Written-out scaled dot-product attention into `com.microsoft` MultiHeadAttention
+    /// (its patterns read float32 constants: before a precision conversion).
+    attention: bool,
 }
 
 impl DevicePasses {
@@ -133,6 +141,26 @@ impl DevicePasses {
             chains: all && elementwise_chain::enabled(device, registry),
             nbits_glu: all && nbits_glu::enabled(device, registry),
             skip_norm: all && skip_norm::enabled(device, registry),
+            attention: all && attention_fuse::enabled(device, registry),
+        }
+    }
+
+    /// The rewrites that read the graph as written: the standard ones and the attention
+    /// fusion.
+    fn first_stage(self) -> Self {
+        DevicePasses {
+            standard: true,
+            attention: self.attention,
+            ..Default::default()
+        }
+    }
+
+    /// The device-only rewrites that see converted types.
+    fn second_stage(self) -> Self {
+        DevicePasses {
+            standard: false,
+            attention: false,
+            ..self
         }
     }
 }
@@ -174,18 +202,10 @@ pub(crate) fn optimize_around<R, E>(
     device: Option<&dyn ExecutionProvider>,
     convert: impl FnOnce(&mut Graph) -> Result<R, E>,
 ) -> Result<(OptimizeReport, R), E> {
-    let standard = DevicePasses {
-        standard: true,
-        ..Default::default()
-    };
-    let first = run_passes(graph, level, registry, standard);
+    let passes = DevicePasses::for_device(level, registry, device);
+    let first = run_passes(graph, level, registry, passes.first_stage());
     let converted = convert(graph)?;
-    let second = run_passes(
-        graph,
-        level,
-        registry,
-        DevicePasses::for_device(level, registry, device),
-    );
+    let second = run_passes(graph, level, registry, passes.second_stage());
     let mut report = first;
     for (k, v) in second.applied {
         *report.applied.entry(k).or_default() += v;

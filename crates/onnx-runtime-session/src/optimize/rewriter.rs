@@ -40,6 +40,8 @@ pub(crate) struct Rewriter<'g> {
     /// Static shapes by value, worked out on first use (rewrites keep every value's
     /// meaning, so they stay valid).
     shapes: Option<Vec<Option<Vec<usize>>>>,
+    /// Symbolic shapes, worked out on first use (valid for the same reason).
+    sym: Option<super::sym_shapes::SymShapes>,
 }
 
 impl<'g> Rewriter<'g> {
@@ -82,6 +84,7 @@ impl<'g> Rewriter<'g> {
             new_domains: BTreeSet::new(),
             applied: BTreeMap::new(),
             shapes: None,
+            sym: None,
         };
         if !rw.refresh() {
             return None;
@@ -92,6 +95,9 @@ impl<'g> Rewriter<'g> {
     /// Recomputes producers and consumers from the live nodes. False when a named value
     /// has two producers.
     pub fn refresh(&mut self) -> bool {
+        // A rewrite can make more shapes known (a fused node's rule where the pattern had
+        // none): infer again on next use.
+        self.sym = None;
         let n = self.g.values.len();
         self.pinned.resize(n, false);
         self.producer = vec![None; n];
@@ -481,6 +487,21 @@ impl<'g> Rewriter<'g> {
         self.shapes.as_ref()?.get(v.0).cloned().flatten()
     }
 
+    /// The symbolic dimensions of `v` ([`super::sym_shapes`]), when they can be told.
+    pub fn sym_dims(&mut self, v: ValueId) -> Option<Vec<super::sym_shapes::D>> {
+        if self.sym.is_none() {
+            let s = super::sym_shapes::SymShapes::infer(self);
+            self.sym = Some(s);
+        }
+        self.sym.as_ref()?.dims(v).map(<[_]>::to_vec)
+    }
+
+    /// The elements of `v` when it is a small integer tensor computed from shapes.
+    pub fn sym_vals(&mut self, v: ValueId) -> Option<Vec<super::sym_shapes::D>> {
+        self.sym_dims(v);
+        self.sym.as_ref()?.vals(v).map(<[_]>::to_vec)
+    }
+
     /// Whether the registry has a kernel for `domain:op` at `version`.
     pub fn has_kernel(&self, domain: &str, op: &str, version: u64) -> bool {
         self.registry.contains(domain, op, version)
@@ -490,8 +511,9 @@ impl<'g> Rewriter<'g> {
         *self.applied.entry(pass).or_default() += 1;
     }
 
-    /// Drops removed nodes (renumbering the rest) and then `Constant` nodes and
-    /// initializers nothing reads any more.
+    /// Drops removed nodes (renumbering the rest), then nodes nothing reads any more (the
+    /// constants and shape arithmetic a fusion left behind; never control flow or random
+    /// ops), then initializers nothing reads.
     pub fn finish(mut self) -> (BTreeMap<&'static str, usize>, BTreeSet<&'static str>) {
         // Constant producers left without readers (a folded weight's ConstantOfShape and the
         // Constant shape feeding it go in two rounds).
@@ -500,7 +522,8 @@ impl<'g> Rewriter<'g> {
             let mut removed = false;
             for id in self.live_nodes() {
                 let node = self.node(id);
-                if (is_op(node, "Constant") || is_op(node, "ConstantOfShape"))
+                if is_pure(node)
+                    && !node.outputs.is_empty()
                     && node
                         .outputs
                         .iter()
@@ -540,6 +563,29 @@ impl<'g> Rewriter<'g> {
 }
 
 /// Whether `node` is `op` of the default ONNX domain.
+/// A node whose only effect is its outputs: one of the default domain that is neither
+/// control flow nor random, without subgraphs.
+fn is_pure(node: &Node) -> bool {
+    const EFFECTS: &[&str] = &[
+        "If",
+        "Loop",
+        "Scan",
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+        "Dropout",
+    ];
+    node.normalized_domain().is_empty()
+        && !EFFECTS.contains(&node.op_type.as_str())
+        && !node
+            .attributes
+            .values()
+            .any(|a| matches!(a, Attribute::Graph(_) | Attribute::Graphs(_)))
+}
+
 pub(crate) fn is_op(node: &Node, op: &str) -> bool {
     node.op_type == op && node.normalized_domain().is_empty()
 }

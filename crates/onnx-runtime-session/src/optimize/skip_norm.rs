@@ -4,14 +4,15 @@
 //! pass and a norm. Transformer encoders have two in every layer. Only for a device session
 //! whose provider runs the fused op (on the CPU the two separate kernels are as fast).
 //!
-//! The two addends must have the same shape, known from the graph (static shapes, or the
-//! value types' dimensions, symbolic names included): SkipLayerNormalization broadcasts
-//! only its skip input, so a pair that broadcasts either way is left alone.
+//! The two addends must have the same shape, known from the graph (symbolic shapes from the
+//! input types, [`super::sym_shapes`]): SkipLayerNormalization broadcasts only its skip
+//! input, so a pair that broadcasts either way is left alone.
 
 use super::rewriter::{is_op, Rewriter};
+use super::sym_shapes::D;
 use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
 use onnx_runtime_ep_cpu::CpuRegistry;
-use onnx_runtime_ir::{Attribute, Dim, Node, NodeId, ValueId};
+use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
 
 const MS: &str = "com.microsoft";
 const OP: &str = "SkipLayerNormalization";
@@ -26,21 +27,9 @@ pub(crate) fn enabled(device: Option<&dyn ExecutionProvider>, registry: &CpuRegi
     dev.supports(&probe, 1) && registry.contains(MS, OP, 1)
 }
 
-/// The dimensions of `v`, when every one is known (a number or a named symbol).
-fn known_dims(rw: &mut Rewriter<'_>, v: ValueId) -> Option<Vec<Dim>> {
-    if let Some(s) = rw
-        .constant(v)
-        .map(|t| t.shape)
-        .or_else(|| rw.static_shape(v))
-    {
-        return Some(s.into_iter().map(Dim::Static).collect());
-    }
-    let dims = rw.g.value(v).shape()?.dims().to_vec();
-    let known = dims.iter().all(|d| match d {
-        Dim::Static(_) => true,
-        Dim::Symbolic(name) => !name.is_empty(),
-    });
-    known.then_some(dims)
+/// The dimensions of `v` ([`super::sym_shapes`]).
+fn known_dims(rw: &mut Rewriter<'_>, v: ValueId) -> Option<Vec<D>> {
+    rw.sym_dims(v)
 }
 
 /// LayerNormalization(Add(a, b), gamma, beta?) over the last axis, with the Add's output read

@@ -3,6 +3,7 @@
 //! optimizer leaves.
 
 mod activation;
+mod attention_fuse;
 mod conv_fold;
 mod elementwise_chain;
 mod fused_conv_ref;
