@@ -1,6 +1,8 @@
 // Matrix-product helpers (the float products themselves run on cuBLASLt):
 // - gemm_epilogue_<T>: out = act((zero_first ? 0 : alpha * out) + beta * C + bias) over a
 //   strided output (activations cuBLASLt cannot fuse, Gemm's broadcast C, K = 0);
+// - gemm_epilogue_rows_<T>: the same without C over rows of 16-byte-aligned vectors (the
+//   common case: MatMulBias's GELU after the product), 16 bytes a load and a store;
 // - igemm_<T>: integer MatMul/Gemm/Einsum with wrapping arithmetic (8- to 64-bit integers);
 // - mmint_<A>_<B>: MatMulInteger, (A - a_zp) @ (B - b_zp) in int32;
 // - qlmm_<A>_<B>_<Y>: QLinearMatMul, requantized with round-half-to-even and saturation.
@@ -93,8 +95,44 @@ template <typename T, typename A> __device__ void epilogue_body(const EpiParams 
   }
 }
 
+// Rows of `cols` elements `ld` apart, cols and ld multiples of V = 16 / sizeof(T), the output
+// and bias 16-byte aligned (the host checks).
+struct EpiRows {
+  i64 rows, cols, ld, bias_stride;
+  i32 act, zero_first, has_bias, _pad;
+  double alpha, p0, p1;
+  u64 out, bias;
+};
+
+template <typename T, typename A> __device__ void epilogue_rows_body(const EpiRows &p) {
+  constexpr int V = 16 / sizeof(T);
+  union Pack {
+    uint4 u;
+    T e[V];
+  };
+  const A alpha = (A)p.alpha, p0 = (A)p.p0, p1 = (A)p.p1;
+  const T *bias = (const T *)p.bias;
+  const i64 per_row = p.cols / V;
+  GRID_LOOP(i, p.rows * per_row) {
+    const i64 r = i / per_row, c0 = (i - r * per_row) * V;
+    uint4 *o = (uint4 *)((T *)p.out + r * p.ld + c0);
+    Pack x;
+    x.u = *o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      A v = p.zero_first ? (A)0 : alpha * (A)widen(x.e[j]);
+      if (p.has_bias) v += (A)widen(bias[(c0 + j) * p.bias_stride]);
+      x.e[j] = convert<T>(activate<A>(v, p.act, p0, p1));
+    }
+    *o = x.u;
+  }
+}
+
 #define EPILOGUE(tag, T, A)                                                                  \
-  extern "C" __global__ void gemm_epilogue_##tag(EpiParams p) { epilogue_body<T, A>(p); }
+  extern "C" __global__ void gemm_epilogue_##tag(EpiParams p) { epilogue_body<T, A>(p); }    \
+  extern "C" __global__ void gemm_epilogue_rows_##tag(EpiRows p) {                          \
+    epilogue_rows_body<T, A>(p);                                                             \
+  }
 EPILOGUE(f32, float, float)
 EPILOGUE(f64, double, double)
 EPILOGUE(f16, f16, float)

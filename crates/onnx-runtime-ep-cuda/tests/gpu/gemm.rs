@@ -640,18 +640,21 @@ fn matmul_bias_every_activation() {
             1e-4,
             &format!("MatMulBias {act} strided"),
         );
+        // Widths of whole 16-byte vectors (the vectorized epilogue) and not (the strided one).
         for (dtype, tol) in [(DataType::Float16, 1e-2), (DataType::BFloat16, 3e-2)] {
-            let a = uniform(&mut rng, dtype, &[2, 9, 64]);
-            let b = uniform(&mut rng, dtype, &[64, 40]);
-            let bias = uniform(&mut rng, dtype, &[40]);
-            check_half(
-                &ep,
-                &nd,
-                1,
-                &[a, b, bias],
-                tol,
-                &format!("MatMulBias {act} {dtype}"),
-            );
+            for (a_shape, k, n) in [(&[2usize, 9, 64][..], 64, 40), (&[3, 20][..], 20, 12)] {
+                let a = uniform(&mut rng, dtype, a_shape);
+                let b = uniform(&mut rng, dtype, &[k, n]);
+                let bias = uniform(&mut rng, dtype, &[n]);
+                check_half(
+                    &ep,
+                    &nd,
+                    1,
+                    &[a, b, bias],
+                    tol,
+                    &format!("MatMulBias {act} {dtype} A {a_shape:?} N {n}"),
+                );
+            }
         }
         let a = uniform(&mut rng, DataType::Float64, &[5, 16]);
         let b = uniform(&mut rng, DataType::Float64, &[16, 8]);

@@ -16,6 +16,7 @@
 mod activation;
 mod attention_fuse;
 mod conv_fold;
+mod cse;
 mod elementwise_chain;
 mod matmul_fuse;
 mod nbits_glu;
@@ -300,6 +301,11 @@ fn optimize_graph(
                 break;
             }
         }
+    }
+    // Duplicates merge once the rewrites of the graph as written are done (fusions may
+    // have made more nodes alike).
+    if passes.standard && level >= OptimizationLevel::All {
+        cse::merge_duplicates(&mut rw);
     }
     // Last, for a device: element-wise chains into one node each.
     let fused = passes.chains && elementwise_chain::fuse_chains(&mut rw);

@@ -565,7 +565,7 @@ impl<'g> Rewriter<'g> {
 /// Whether `node` is `op` of the default ONNX domain.
 /// A node whose only effect is its outputs: one of the default domain that is neither
 /// control flow nor random, without subgraphs.
-fn is_pure(node: &Node) -> bool {
+pub(crate) fn is_pure(node: &Node) -> bool {
     const EFFECTS: &[&str] = &[
         "If",
         "Loop",

@@ -95,8 +95,8 @@ impl Drop for Temps<'_> {
 pub struct FloatEngine {
     blas: Arc<BlasState>,
     plans: Mutex<HashMap<PlanKey, Plan>>,
-    /// `gemm_epilogue_{f32,f64,f16,bf16}`.
-    epilogue: HashMap<DataType, Function>,
+    /// `gemm_epilogue_{f32,f64,f16,bf16}` and `gemm_epilogue_rows_*` (vectorized rows).
+    epilogue: HashMap<DataType, (Function, Function)>,
     copy: WidthFns,
 }
 
@@ -121,7 +121,13 @@ impl FloatEngine {
             (DataType::Float16, "f16"),
             (DataType::BFloat16, "bf16"),
         ] {
-            epilogue.insert(dtype, module.function(&format!("gemm_epilogue_{tag}"))?);
+            epilogue.insert(
+                dtype,
+                (
+                    module.function(&format!("gemm_epilogue_{tag}"))?,
+                    module.function(&format!("gemm_epilogue_rows_{tag}"))?,
+                ),
+            );
         }
         let copy = WidthFns::load(&*base.module(&copy_module())?, "copy_nd", "")?;
         Ok(FloatEngine {
@@ -419,7 +425,7 @@ impl FloatEngine {
         bias: Option<(CuPtr, i64)>,
         act: Act,
     ) -> EpResult<()> {
-        let f = *self.epilogue.get(&dtype).ok_or_else(|| {
+        let (f, rows_fn) = *self.epilogue.get(&dtype).ok_or_else(|| {
             base.unsupported(dtype, "the CUDA product epilogue takes float types")
         })?;
         let (dims, so) = target.walk();
@@ -446,6 +452,21 @@ impl FloatEngine {
             )));
         }
         let (code, p0, p1) = act.code();
+        if c.is_none() {
+            if let Some(prm) = rows_params(&d, &o, target.ptr, bias, dtype, code, (p0, p1)) {
+                let mut prm = EpiRows {
+                    zero_first: zero_first as i32,
+                    alpha,
+                    ..prm
+                };
+                let vectors = (prm.rows * (prm.cols / vector_of(dtype))) as u64;
+                let mut args = [arg(&mut prm)];
+                // SAFETY: gemm_epilogue_rows_T(EpiRows) reads and writes `rows` rows of
+                // `cols` elements `ld` apart inside the target and `cols` bias entries;
+                // rows_params checked the alignment its 16-byte accesses need.
+                return unsafe { base.rt.launch(rows_fn, vectors, &mut args) };
+            }
+        }
         let mut prm = EpiParams {
             n: n as i64,
             rank: d.len() as i32,
@@ -470,6 +491,71 @@ impl FloatEngine {
         // SAFETY: gemm_epilogue_T(EpiParams) walks inside the target, C and bias views.
         unsafe { base.rt.launch(f, n as u64, &mut args) }
     }
+}
+
+/// Elements in the epilogue's 16-byte vectors.
+fn vector_of(dtype: DataType) -> i64 {
+    16 / dtype.element_size().unwrap_or(16).max(1) as i64
+}
+
+/// Mirrors `EpiRows` in kernels/gemm.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct EpiRows {
+    rows: i64,
+    cols: i64,
+    ld: i64,
+    bias_stride: i64,
+    act: i32,
+    zero_first: i32,
+    has_bias: i32,
+    _pad: i32,
+    alpha: f64,
+    p0: f64,
+    p1: f64,
+    out: u64,
+    bias: u64,
+}
+
+/// The vectorized epilogue's parameters when the merged target (`dims`, `strides`) is rows
+/// of unit-stride columns whose vectors are 16-byte aligned, and so is a contiguous bias.
+fn rows_params(
+    dims: &[usize],
+    strides: &[i64],
+    out: u64,
+    bias: Option<(CuPtr, i64)>,
+    dtype: DataType,
+    act: i32,
+    (p0, p1): (f64, f64),
+) -> Option<EpiRows> {
+    let v = vector_of(dtype);
+    let (rows, ld, cols) = match (dims, strides) {
+        ([c], [1]) => (1, *c as i64, *c as i64),
+        ([r, c], [ld, 1]) => (*r as i64, *ld, *c as i64),
+        _ => return None,
+    };
+    let aligned = |p: u64| p % 16 == 0;
+    if cols % v != 0 || ld % v != 0 || !aligned(out) {
+        return None;
+    }
+    if let Some((b, stride)) = bias {
+        if stride != 1 || !aligned(b) {
+            return None;
+        }
+    }
+    Some(EpiRows {
+        rows,
+        cols,
+        ld,
+        bias_stride: bias.map_or(0, |(_, s)| s),
+        act,
+        has_bias: bias.is_some() as i32,
+        p0,
+        p1,
+        out,
+        bias: bias.map_or(0, |(b, _)| b),
+        ..Default::default()
+    })
 }
 
 /// How one batched product maps onto library calls.

@@ -5,6 +5,7 @@
 mod activation;
 mod attention_fuse;
 mod conv_fold;
+mod cse;
 mod elementwise_chain;
 mod fused_conv_ref;
 mod matmul_fuse;
