@@ -109,8 +109,15 @@ def ours(cli: Path, path: Path, feeds, work: Path, graph: str, iterations: int,
     if r.returncode != 0 or not m:
         return None, (r.stderr + r.stdout)[-1500:]
     notes = [l for l in r.stdout.splitlines()
-             if l.startswith(("cuda graph", "  ", "outputs", "precision")) or "device node" in l]
+             if l.startswith(("cuda graph", "  ", "outputs", "precision", "device-resident"))
+             or "device node" in l]
     return float(m.group(1)), "\n".join(notes)
+
+
+def bound_p50(notes: str):
+    """The device-resident (IO-bound) p50 from `bench`'s notes."""
+    m = re.search(r"device-resident latency ms.*?p50 ([0-9.]+)", notes or "")
+    return float(m.group(1)) if m else None
 
 
 def ours_profile(cli: Path, path: Path, feeds, work: Path, rows: int, extra=()) -> str:
@@ -232,7 +239,8 @@ def main() -> int:
             g = got[0].astype(np.float64)
             err = f"{float(np.max(np.abs(g - want))):.2e} (|ref| max {float(np.max(np.abs(want))):.1f})"
         fmt = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
-        rows.append((f"{name} {prec} b{batch}", fmt(auto), fmt(off), fmt(tt.get("eager")),
+        rows.append((f"{name} {prec} b{batch}", fmt(auto), fmt(bound_p50(notes)), fmt(off),
+                     fmt(tt.get("eager")),
                      fmt(tt.get("graph")), fmt(tt.get("compile")),
                      f"{tt['eager'] / auto:.2f}" if auto else "-", err))
         print(f"-- {name} {prec} b{batch}: ours auto {fmt(auto)} off {fmt(off)}; torch {tt}")
@@ -247,7 +255,8 @@ def main() -> int:
             if got_c:
                 g = got_c[0].astype(np.float64)
                 err_c = f"{float(np.max(np.abs(g - want))):.2e}"
-            rows.append((f"{name} fp32 → --precision fp16 b{batch}", fmt(t_conv), "-", "-",
+            rows.append((f"{name} fp32 → --precision fp16 b{batch}", fmt(t_conv),
+                         fmt(bound_p50(notes_conv)), "-", "-",
                          "-", "-", f"{tt['eager'] / t_conv:.2f}" if t_conv else "-", err_c))
             print(f"-- {name} fp32 as fp16 b{batch}: ours auto {fmt(t_conv)}; "
                   f"max abs diff vs torch fp32 {err_c}")
@@ -258,9 +267,10 @@ def main() -> int:
         del model
         torch.cuda.empty_cache()
     print()
-    print("| model | ours, CUDA graph | ours, node by node | torch eager | torch CUDA graph "
-          "| torch.compile | torch eager / ours | max abs diff vs torch |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | ours, CUDA graph | ours, CUDA graph, IO on the device | ours, node by node "
+          "| torch eager | torch CUDA graph | torch.compile | torch eager / ours "
+          "| max abs diff vs torch |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print("| " + " | ".join(r) + " |")
     return 0

@@ -112,9 +112,8 @@ template <typename T, typename A> __device__ void epilogue_rows_body(const EpiRo
   };
   const A alpha = (A)p.alpha, p0 = (A)p.p0, p1 = (A)p.p1;
   const T *bias = (const T *)p.bias;
-  const i64 per_row = p.cols / V;
-  GRID_LOOP(i, p.rows * per_row) {
-    const i64 r = i / per_row, c0 = (i - r * per_row) * V;
+  const i64 per_row = p.cols / V, total = p.rows * per_row;
+  auto one = [&](i64 r, i64 c0) {
     uint4 *o = (uint4 *)((T *)p.out + r * p.ld + c0);
     Pack x;
     x.u = *o;
@@ -125,6 +124,19 @@ template <typename T, typename A> __device__ void epilogue_rows_body(const EpiRo
       x.e[j] = convert<T>(activate<A>(v, p.act, p0, p1));
     }
     *o = x.u;
+  };
+  if (total < (1ll << 31)) {
+    // 32-bit index arithmetic (a 64-bit division per vector costs more than its math).
+    const unsigned pr = (unsigned)per_row, n = (unsigned)total;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+      const unsigned r = i / pr;
+      one(r, (i64)(i - r * pr) * V);
+    }
+  } else {
+    GRID_LOOP(i, total) {
+      const i64 r = i / per_row;
+      one(r, (i - r * per_row) * V);
+    }
   }
 }
 

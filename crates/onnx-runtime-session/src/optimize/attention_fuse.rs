@@ -182,7 +182,7 @@ pub(crate) fn fuse_attention(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
             false
         };
         let (s, bv) = if from_matmul(a) { (a, b) } else { (b, a) };
-        if !from_matmul(s) {
+        if !from_matmul(s) || s == bv {
             return false;
         }
         scores = s;

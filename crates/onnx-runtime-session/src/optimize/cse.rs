@@ -20,13 +20,12 @@ pub(crate) fn merge_duplicates(rw: &mut Rewriter<'_>) -> bool {
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut merged = 0;
     // Initializers compared by content.
-    let small: Vec<(ValueId, String)> = rw
-        .g
-        .initializers
-        .iter()
-        .filter(|(v, t)| t.numel() <= SMALL && !rw.is_graph_input(**v) && !rw.is_pinned(**v))
-        .map(|(v, t)| (*v, format!("{:?}|{:?}|{:?}", t.dtype, t.shape, t.bytes())))
-        .collect();
+    let small: Vec<(ValueId, String)> =
+        rw.g.initializers
+            .iter()
+            .filter(|(v, t)| t.numel() <= SMALL && !rw.is_graph_input(**v) && !rw.is_pinned(**v))
+            .map(|(v, t)| (*v, format!("{:?}|{:?}|{:?}", t.dtype, t.shape, t.bytes())))
+            .collect();
     for (v, key) in small {
         let rep = *by_content.entry(key).or_insert(v);
         if rep != v {
@@ -40,12 +39,9 @@ pub(crate) fn merge_duplicates(rw: &mut Rewriter<'_>) -> bool {
         }
         let key = if is_op(node, "Constant") {
             match node.attributes.values().next() {
-                Some(Attribute::Tensor(t)) if t.numel() <= SMALL => format!(
-                    "const|{:?}|{:?}|{:?}",
-                    t.dtype,
-                    t.shape,
-                    t.bytes()
-                ),
+                Some(Attribute::Tensor(t)) if t.numel() <= SMALL => {
+                    format!("const|{:?}|{:?}|{:?}", t.dtype, t.shape, t.bytes())
+                }
                 Some(a @ (Attribute::Int(_) | Attribute::Ints(_) | Attribute::Float(_))) => {
                     format!("const|{:?}|{a:?}", node.attributes.keys().next())
                 }

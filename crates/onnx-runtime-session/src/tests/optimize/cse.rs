@@ -10,9 +10,19 @@ fn two_branches(same_attr: bool, second_is_output: bool) -> G {
     b.init("c2", &Tensor::from_slice(vec![1], &[0.5f32]));
     b.node("Mul", &["x", "c1"], &["a"]);
     b.node("Mul", &["x", "c2"], &["b"]);
-    b.node_attrs("Softmax", &["a"], &["sa"], vec![("axis", Attribute::Int(-1))]);
+    b.node_attrs(
+        "Softmax",
+        &["a"],
+        &["sa"],
+        vec![("axis", Attribute::Int(-1))],
+    );
     let axis = if same_attr { -1 } else { 0 };
-    b.node_attrs("Softmax", &["b"], &["sb"], vec![("axis", Attribute::Int(axis))]);
+    b.node_attrs(
+        "Softmax",
+        &["b"],
+        &["sb"],
+        vec![("axis", Attribute::Int(axis))],
+    );
     b.node("Add", &["sa", "sb"], &["y"]);
     b.output("y");
     if second_is_output {
@@ -44,7 +54,10 @@ fn check_same_results(b: &G) {
 #[test]
 fn duplicate_nodes_merge_and_equal_constants_count_as_one() {
     let b = two_branches(true, false);
-    assert_eq!(ops_after(&b, OptimizationLevel::All), ["Mul", "Softmax", "Add"]);
+    assert_eq!(
+        ops_after(&b, OptimizationLevel::All),
+        ["Mul", "Softmax", "Add"]
+    );
     check_same_results(&b);
 }
 
