@@ -104,13 +104,16 @@ struct EpiRows {
   u64 out, bias;
 };
 
-template <typename T, typename A> __device__ void epilogue_rows_body(const EpiRows &p) {
+// One instantiation per activation the loop is compiled for (ACT < 0: any, read from p).
+template <typename T, typename A, int ACT>
+__device__ void epilogue_rows_loop(const EpiRows &p) {
   constexpr int V = 16 / sizeof(T);
   union Pack {
     uint4 u;
     T e[V];
   };
   const A alpha = (A)p.alpha, p0 = (A)p.p0, p1 = (A)p.p1;
+  const int act = ACT < 0 ? p.act : ACT;
   const T *bias = (const T *)p.bias;
   const i64 per_row = p.cols / V, total = p.rows * per_row;
   auto one = [&](i64 r, i64 c0) {
@@ -121,7 +124,7 @@ template <typename T, typename A> __device__ void epilogue_rows_body(const EpiRo
     for (int j = 0; j < V; ++j) {
       A v = p.zero_first ? (A)0 : alpha * (A)widen(x.e[j]);
       if (p.has_bias) v += (A)widen(bias[(c0 + j) * p.bias_stride]);
-      x.e[j] = convert<T>(activate<A>(v, p.act, p0, p1));
+      x.e[j] = convert<T>(activate<A>(v, act, p0, p1));
     }
     *o = x.u;
   };
@@ -137,6 +140,17 @@ template <typename T, typename A> __device__ void epilogue_rows_body(const EpiRo
       const i64 r = i / per_row;
       one(r, (i - r * per_row) * V);
     }
+  }
+}
+
+// The activation fixed at compile time for the common ones (no per-element dispatch).
+template <typename T, typename A> __device__ void epilogue_rows_body(const EpiRows &p) {
+  switch (p.act) {
+  case 0: epilogue_rows_loop<T, A, 0>(p); break;
+  case 1: epilogue_rows_loop<T, A, 1>(p); break;
+  case 9: epilogue_rows_loop<T, A, 9>(p); break;
+  case 10: epilogue_rows_loop<T, A, 10>(p); break;
+  default: epilogue_rows_loop<T, A, -1>(p); break;
   }
 }
 
