@@ -32,7 +32,8 @@ use onnx_runtime_ep_cpu::{Tensor, Value};
 use onnx_runtime_ir::{DataType, Dim, ValueType};
 use onnx_runtime_loader::{LoadError, Model};
 use onnx_runtime_session::{
-    Input, OptimizationLevel, Output, OutputOn, Session, SessionError, SessionOptions,
+    CudaGraph, Input, OptimizationLevel, Output, OutputOn, Precision, Session, SessionError,
+    SessionOptions,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -335,9 +336,15 @@ impl NativeSession {
     /// Loads `model` (a path, or the bytes of a model) and builds the session with the GIL
     /// released. `optimization`: none, basic or all; `threads`: the size of the session's own
     /// thread pool (0: the process-wide pool, one thread per core); `device_id`: run on that
-    /// CUDA device (the nodes it has kernels for).
+    /// CUDA device (the nodes it has kernels for); `precision`: fp32 (as written), fp16 or
+    /// bf16 (a float32 model converted at load); `cuda_graph`: auto or off; `tf32`: float32
+    /// products on TF32 tensor cores.
     #[new]
-    #[pyo3(signature = (model, optimization="all", spin=true, threads=0, device_id=None))]
+    #[pyo3(signature = (
+        model, optimization="all", spin=true, threads=0, device_id=None, precision="fp32",
+        cuda_graph="auto", tf32=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         model: &Bound<'_, PyAny>,
@@ -345,9 +352,22 @@ impl NativeSession {
         spin: bool,
         threads: usize,
         device_id: Option<usize>,
+        precision: &str,
+        cuda_graph: &str,
+        tf32: bool,
     ) -> PyResult<Self> {
         let optimization: OptimizationLevel =
             optimization.parse().map_err(PyValueError::new_err)?;
+        let precision: Precision = precision.parse().map_err(PyValueError::new_err)?;
+        let cuda_graph = match cuda_graph {
+            "auto" => CudaGraph::Auto,
+            "off" => CudaGraph::Off,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "cuda_graph must be 'auto' or 'off', got '{other}'"
+                )))
+            }
+        };
         let source = match model.cast::<PyBytes>() {
             Ok(b) => Source::Bytes(b.as_bytes().to_vec()),
             Err(_) => Source::Path(model.extract::<PathBuf>()?),
@@ -373,14 +393,18 @@ impl NativeSession {
             let device = match device_id {
                 None => None,
                 Some(n) => Some(Arc::new(
-                    onnx_runtime_ep_cuda::CudaExecutionProvider::new(n)
-                        .map_err(BuildError::Device)?,
+                    onnx_runtime_ep_cuda::CudaExecutionProvider::with_options(
+                        onnx_runtime_ep_cuda::CudaOptions { device: n, tf32 },
+                    )
+                    .map_err(BuildError::Device)?,
                 ) as Arc<dyn ExecutionProvider>),
             };
             let options = SessionOptions {
                 device,
                 optimization,
                 spin,
+                precision,
+                cuda_graph,
                 ..Default::default()
             };
             let meta = Meta {

@@ -391,6 +391,37 @@ def test_session_options(relu_model):
         ort.InferenceSession(relu_model, so)
 
 
+def test_precision_and_cuda_graph_options():
+    """The runtime's own options: a float32 model run in float16 or bfloat16 (converted at
+    load) gives half-precision-close results with float32 inputs and outputs; bad values are
+    errors; cuda_graph and tf32 are accepted on the CPU (they change nothing there)."""
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((16, 8)) * 0.25).astype(np.float32)
+    model = make_model(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Tanh", ["h"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    want = np.tanh(x @ w)
+    for precision, tol in (("fp32", 1e-6), ("fp16", 4e-3), ("bf16", 3e-2)):
+        so = ort.SessionOptions()
+        so.precision = precision
+        so.cuda_graph = "off"
+        so.tf32 = True
+        (y,) = ort.InferenceSession(model, so).run(None, {"x": x})
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, want, atol=tol, rtol=0)
+        if precision != "fp32":
+            assert np.abs(y - want).max() > 0, "a half-precision run rounds somewhere"
+    for name, bad in (("precision", "fp8"), ("cuda_graph", "always")):
+        so = ort.SessionOptions()
+        setattr(so, name, bad)
+        with pytest.raises(ValueError, match=name):
+            ort.InferenceSession(model, so)
+
+
 def _slow_model():
     """A few hundred milliseconds of MatMuls on one thread."""
     nodes, prev = [], "x"

@@ -165,6 +165,12 @@ class SessionOptions:
       - allow_spinning (bool, default True): idle worker threads poll for work during a run
         instead of sleeping (less latency, more CPU time on the other cores). Also set by
         onnxruntime's config entry "session.intra_op.allow_spinning" ("0" or "1").
+      - precision ("fp32", the default, "fp16" or "bf16"): run a float32 model in half
+        precision, converted at load (weights cast once, float32 inputs and outputs kept,
+        shape arithmetic left in float32).
+      - cuda_graph ("auto", the default, or "off"): on CUDA, record each input shape's second
+        run into a CUDA graph and replay it from the third on; "off" runs node by node.
+      - tf32 (bool, default False): on CUDA, float32 MatMul/Gemm/Conv on TF32 tensor cores.
     """
 
     def __init__(self) -> None:
@@ -183,6 +189,9 @@ class SessionOptions:
         self.enable_mem_reuse = True
         self.use_deterministic_compute = False
         self.allow_spinning = True
+        self.precision = "fp32"
+        self.cuda_graph = "auto"
+        self.tf32 = False
         self._config: dict[str, str] = {}
 
     def add_session_config_entry(self, key: str, value: str) -> None:
@@ -208,7 +217,13 @@ class SessionOptions:
         threads = int(self.intra_op_num_threads)
         if threads < 0:
             raise ValueError(f"intra_op_num_threads must be 0 (one per core) or more, got {threads}")
-        return {"optimization": optimization, "spin": bool(self.allow_spinning), "threads": threads}
+        if self.precision not in ("fp32", "fp16", "bf16"):
+            raise ValueError(f"precision must be 'fp32', 'fp16' or 'bf16', got {self.precision!r}")
+        if self.cuda_graph not in ("auto", "off"):
+            raise ValueError(f"cuda_graph must be 'auto' or 'off', got {self.cuda_graph!r}")
+        return {"optimization": optimization, "spin": bool(self.allow_spinning), "threads": threads,
+                "precision": self.precision, "cuda_graph": self.cuda_graph,
+                "tf32": bool(self.tf32)}
 
 
 class RunOptions:
