@@ -28,8 +28,6 @@ use crate::ops::nn::gemm::sgemm::AlignedBuf;
 use crate::ops::nn::scratch::{build_vec, with_scratch, SharedMut};
 use std::mem::MaybeUninit;
 
-/// (channel, tap) steps per pass over a tile, so that the input lines a tile reads stay in L1.
-const KC_STEPS: usize = 256;
 /// Largest block of positions and of channels one task computes.
 const NT_MAX: usize = 256;
 const MT_MAX: usize = 96;
@@ -476,7 +474,7 @@ fn run(
         })
     };
     let offs = planes.offsets(g);
-    let cc = (KC_STEPS / taps).max(1);
+    let cc = (isa.kc_steps() / taps).max(1);
     let per_unit_tasks = bl.parts_n * bl.parts_m;
     let outp = SharedMut(out.as_mut_ptr() as *mut f32);
     let fin = Finish::plan(ep);
@@ -501,35 +499,37 @@ fn run(
                 let (k0, kc) = (c0 * taps, cc.min(cg - c0) * taps);
                 let last = c0 + cc >= cg;
                 let post = if last { fin.post } else { Post::None };
-                for p in 0..panels {
-                    let a = &wp.panel(gi, m0 / mr + p)[k0 * mr..][..kc * mr];
-                    let start = if c0 == 0 {
-                        let mut v = [0.0; kernel::MR_MAX];
-                        if let Some(bias) = ep.bias {
-                            let ch = gi * mg + m0 + p * mr;
-                            let n = mr.min(mg - (m0 + p * mr));
-                            v[..n].copy_from_slice(&bias[ch..ch + n]);
-                        }
-                        Start::Rows(v)
+                // Tiles outer, panels inner: a tile's input lines stay in L1 while the
+                // weight panels (a fraction of a line per step) stream from L2.
+                for jt in (0..ldc).step_by(nr) {
+                    let width = nr.min(ldc - jt);
+                    // Reads: base[offs[k] + j0 + jt..][..width], inside the unit's planes
+                    // plus slack (Planes::new bounds every tap; the slack covers the tile
+                    // tail); in place, loads stop at the channel's last position.
+                    let bpos = j0 + jt;
+                    let valid = if planes.in_place {
+                        nj - bpos
                     } else {
-                        Start::Load
+                        usize::MAX
                     };
-                    for jt in (0..ldc).step_by(nr) {
-                        let width = nr.min(ldc - jt);
-                        // Reads: base[offs[k] + j0 + jt..][..width], inside the unit's planes
-                        // plus slack (Planes::new bounds every tap; the slack covers the tile
-                        // tail); in place, loads stop at the channel's last position.
-                        let bpos = j0 + jt;
-                        let valid = if planes.in_place {
-                            nj - bpos
+                    debug_assert!(offs[k0..k0 + kc]
+                        .iter()
+                        .all(|&o| o + bpos + width.min(valid) <= base.len()));
+                    let (b, o) = (base.as_ptr().wrapping_add(bpos), &offs[k0..k0 + kc]);
+                    for p in 0..panels {
+                        let a = &wp.panel(gi, m0 / mr + p)[k0 * mr..][..kc * mr];
+                        let start = if c0 == 0 {
+                            let mut v = [0.0; kernel::MR_MAX];
+                            if let Some(bias) = ep.bias {
+                                let ch = gi * mg + m0 + p * mr;
+                                let n = mr.min(mg - (m0 + p * mr));
+                                v[..n].copy_from_slice(&bias[ch..ch + n]);
+                            }
+                            Start::Rows(v)
                         } else {
-                            usize::MAX
+                            Start::Load
                         };
-                        debug_assert!(offs[k0..k0 + kc]
-                            .iter()
-                            .all(|&o| o + bpos + width.min(valid) <= base.len()));
                         let c = &mut y[p * mr * ldc + jt..];
-                        let (b, o) = (base.as_ptr().wrapping_add(bpos), &offs[k0..k0 + kc]);
                         // SAFETY: `a` holds kc * mr values; every B read is in `base` (above);
                         // C rows p*mr..p*mr+mr of `width` at column jt lie inside `y` (the
                         // last tile ends the row); `isa` runs here (detected or asserted).

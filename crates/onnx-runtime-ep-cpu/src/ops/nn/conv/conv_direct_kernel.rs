@@ -86,6 +86,14 @@ impl Isa {
         }
     }
 
+    /// (channel, tap) steps per pass over a tile: the input a tile reads in one pass (one tile
+    /// width per step) fills half the L1 data cache, so it stays there while the tile runs
+    /// over every weight panel of its block.
+    pub fn kc_steps(self) -> usize {
+        let l1 = crate::ops::nn::cpu_cache::caches().l1d;
+        (l1 / 2 / (self.nr() * 4)).clamp(32, 512)
+    }
+
     /// Whether tiles can stop reading at a limit (masked loads): pointwise convolutions then
     /// read their input in place.
     pub fn masked(self) -> bool {
@@ -283,6 +291,49 @@ unsafe fn avx512<const V: usize>(
             let p = c.add(r * ldc);
             for (q, &v) in line.iter().enumerate() {
                 _mm512_storeu_ps(p.add(16 * q), fin(v));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kernel throughput on L1-resident operands (`cargo test --release tile_throughput --
+    /// --ignored --nocapture`): not a correctness check.
+    #[test]
+    #[ignore]
+    fn tile_throughput() {
+        for isa in Isa::all() {
+            for stride in [48usize, 64, 49, 1] {
+                let (mr, nr, kc) = (isa.mr(), isa.nr(), 128);
+                let a = vec![0.5f32; kc * mr];
+                let b = vec![0.25f32; kc * stride + nr];
+                let offs: Vec<usize> = (0..kc).map(|k| k * stride).collect();
+                let mut c = vec![0.0f32; mr * nr];
+                let reps = 200_000;
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    // SAFETY: a holds kc * mr values, b every offset plus nr, c mr rows of nr.
+                    unsafe {
+                        tile(
+                            isa,
+                            nr,
+                            usize::MAX,
+                            &a,
+                            b.as_ptr(),
+                            &offs,
+                            c.as_mut_ptr(),
+                            nr,
+                            &Start::Load,
+                            Post::None,
+                        )
+                    };
+                }
+                let s = t.elapsed().as_secs_f64();
+                let gf = 2.0 * (reps * kc * mr * nr) as f64 / s / 1e9;
+                println!("{isa:?} stride {stride}: {gf:.1} GFLOP/s ({})", c[0]);
             }
         }
     }
