@@ -347,7 +347,18 @@ fn blocking(units: usize, mg: usize, nj: usize, k: usize, threads: usize, isa: I
             parts_m = parts_m.max(want.div_ceil(units * parts_n).min((mg / 12).max(1)));
         }
     }
-    let nt = nj.div_ceil(parts_n).next_multiple_of(isa.nr());
+    if parallel {
+        // Equal blocks in a number of tasks that the threads share evenly (11 blocks on two
+        // threads leave one idle for a twelfth of the time), while blocks keep a few tiles.
+        let others = units * parts_m;
+        let step = threads / gcd(threads, others);
+        let even = parts_n.next_multiple_of(step);
+        if others * parts_n < 16 * threads && even * isa.nr() <= nj {
+            parts_n = even;
+        }
+    }
+    // Blocks in whole tail-tile steps: a block's last tile may be narrower than a full one.
+    let nt = nj.div_ceil(parts_n).next_multiple_of(isa.quantum());
     let mt = mg.div_ceil(parts_m).next_multiple_of(isa.mr());
     Blocking {
         nt,
@@ -355,6 +366,14 @@ fn blocking(units: usize, mg: usize, nj: usize, k: usize, threads: usize, isa: I
         mt,
         parts_m: mg.div_ceil(mt),
         parallel,
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -478,6 +497,7 @@ fn run(
     let per_unit_tasks = bl.parts_n * bl.parts_m;
     let outp = SharedMut(out.as_mut_ptr() as *mut f32);
     let fin = Finish::plan(ep);
+    let direct_out = planes.in_place && mg.is_multiple_of(mr);
     let task = |t: usize| {
         let (unit, rest) = (t / per_unit_tasks, t % per_unit_tasks);
         let (pn, pm) = (rest / bl.parts_m, rest % bl.parts_m);
@@ -494,7 +514,16 @@ fn run(
         } else {
             &buf[unit * planes.per_unit..][..planes.per_unit]
         };
-        with_scratch(panels * mr * ldc, |y: &mut [f32]| {
+        // In place with whole panels, tiles run straight on the output rows (`nj` apart);
+        // otherwise on a scratch block, copied out row by row.
+        let scratch_len = if direct_out { 0 } else { panels * mr * ldc };
+        with_scratch(scratch_len, |y: &mut [f32]| {
+            let (cbase, cld, ccol) = if direct_out {
+                let first = (b * g.m + gi * mg + m0) * nj;
+                (outp.get().wrapping_add(first), nj, j0)
+            } else {
+                (y.as_mut_ptr(), ldc, 0)
+            };
             for c0 in (0..cg).step_by(cc) {
                 let (k0, kc) = (c0 * taps, cc.min(cg - c0) * taps);
                 let last = c0 + cc >= cg;
@@ -529,26 +558,31 @@ fn run(
                         } else {
                             Start::Load
                         };
-                        let c = &mut y[p * mr * ldc + jt..];
-                        // SAFETY: `a` holds kc * mr values; every B read is in `base` (above);
+                        let c = cbase.wrapping_add(p * mr * cld + ccol + jt);
+                        // SAFETY: `a` holds kc * mr values; every B read is in `base` (above).
                         // C rows p*mr..p*mr+mr of `width` at column jt lie inside `y` (the
-                        // last tile ends the row); `isa` runs here (detected or asserted).
-                        unsafe {
-                            kernel::tile(
-                                isa,
-                                width,
-                                valid,
-                                a,
-                                b,
-                                o,
-                                c.as_mut_ptr(),
-                                ldc,
-                                &start,
-                                post,
-                            )
-                        };
+                        // last tile ends the row), or, straight on the output, are this task's
+                        // output channels (rows is a whole number of panels) and positions
+                        // (the tile stops at the block's end or, masked, at nj). `isa` runs
+                        // here (detected or asserted).
+                        unsafe { kernel::tile(isa, width, valid, a, b, o, c, cld, &start, post) };
                     }
                 }
+            }
+            if direct_out {
+                for r in 0..rows {
+                    let off = (b * g.m + gi * mg + m0 + r) * nj + j0;
+                    // SAFETY: this task's output row segment, written by the tiles above.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(outp.get().add(off), ncols) };
+                    fin.rows.apply(dst);
+                    if let Some(z) = ep.z {
+                        dst.iter_mut()
+                            .zip(&z[off..off + ncols])
+                            .for_each(|(v, &zv)| *v += zv);
+                        ep.act.apply(dst);
+                    }
+                }
+                return;
             }
             for r in 0..rows {
                 let ch = gi * mg + m0 + r;

@@ -102,13 +102,13 @@ impl Isa {
 }
 
 /// One tile `width` positions wide (a multiple of `isa.quantum()`, at most `isa.nr()`); B reads
-/// at each offset stop after `valid` positions (only with `isa.masked()`; `valid` may exceed
-/// `width`, and must be more than `width - 16`).
+/// at each offset, and C reads and writes, stop after `valid` positions (only with
+/// `isa.masked()`; `valid` may exceed `width`, and must be more than `width - 16`).
 ///
 /// # Safety
 /// `isa` runs on this CPU; `a.len() >= offs.len() * isa.mr()`; `b.add(o)` is valid for
-/// `min(width, valid)` reads for every `o` in `offs` (`width` reads without `isa.masked()`);
-/// `c.add(r * ldc)` is valid for `width` reads and writes for `r < isa.mr()`.
+/// `min(width, valid)` reads for every `o` in `offs`, and `c.add(r * ldc)` for as many reads
+/// and writes for `r < isa.mr()` (`width` without `isa.masked()`).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub unsafe fn tile(
@@ -222,7 +222,8 @@ unsafe fn avx2<const V: usize>(
     }
 }
 
-/// `V` vectors of 16 positions per row; the last vector's B loads take `mask`.
+/// `V` vectors of 16 positions per row; the last vector's B loads, and its C loads and
+/// stores, take `mask`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -247,7 +248,11 @@ unsafe fn avx512<const V: usize>(
                 for (r, line) in acc.iter_mut().enumerate() {
                     let p = c.add(r * ldc);
                     for (q, v) in line.iter_mut().enumerate() {
-                        *v = _mm512_loadu_ps(p.add(16 * q));
+                        *v = if q + 1 == V {
+                            _mm512_maskz_loadu_ps(mask, p.add(16 * q))
+                        } else {
+                            _mm512_loadu_ps(p.add(16 * q))
+                        };
                     }
                 }
             }
@@ -290,7 +295,11 @@ unsafe fn avx512<const V: usize>(
         for (r, line) in acc.iter().enumerate() {
             let p = c.add(r * ldc);
             for (q, &v) in line.iter().enumerate() {
-                _mm512_storeu_ps(p.add(16 * q), fin(v));
+                if q + 1 == V {
+                    _mm512_mask_storeu_ps(p.add(16 * q), mask, fin(v));
+                } else {
+                    _mm512_storeu_ps(p.add(16 * q), fin(v));
+                }
             }
         }
     }

@@ -240,11 +240,46 @@ fn pointwise_in_place_on_masked_tiles() {
             }
         }
     }
-    let mut c = Case::new(24, 18, [6, 7], 1, 1, 0);
-    c.group = 3;
-    c.n = 2;
-    for isa in Isa::all().into_iter().filter(|i| i.masked()) {
-        c.check_on(&c.geom(), isa);
+    // Groups and batches: 6 channels per group (a scratch block), 8 and 16 per group (whole
+    // panels, stored straight to the output).
+    for (m, group) in [(18, 3), (16, 2), (32, 2)] {
+        let mut c = Case::new(24, m, [6, 7], 1, 1, 0);
+        c.group = group;
+        c.n = 2;
+        for isa in Isa::all().into_iter().filter(|i| i.masked()) {
+            c.check_on(&c.geom(), isa);
+        }
+    }
+}
+
+#[test]
+fn blocks_cover_and_spread_evenly() {
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        for &(units, mg, nj, k, threads) in &[
+            (1, 64, 3192, 576, 2),
+            (1, 64, 3136, 256, 2),
+            (1, 512, 56, 4608, 2),
+            (2, 24, 100, 9, 4),
+            (1, 64, 3136, 256, 16),
+            (1, 8, 50, 3, 2),
+        ] {
+            let b = blocking(units, mg, nj, k, threads, isa);
+            assert!(
+                b.nt * b.parts_n >= nj && b.nt * (b.parts_n - 1) < nj,
+                "{b:?}"
+            );
+            assert!(
+                b.mt * b.parts_m >= mg && b.mt * (b.parts_m - 1) < mg,
+                "{b:?}"
+            );
+            assert!(b.nt.is_multiple_of(isa.quantum()) && b.mt.is_multiple_of(isa.mr()));
+            // Two threads share the ResNet-like shapes evenly (more threads: best effort, as
+            // the tail-tile rounding may merge blocks).
+            let tasks = units * b.parts_n * b.parts_m;
+            if b.parallel && threads == 2 {
+                assert!(tasks.is_multiple_of(threads), "{tasks} tasks: {b:?}");
+            }
+        }
     }
 }
 
