@@ -40,25 +40,44 @@ const POINTWISE_DIRECT_MAX_C: usize = 16;
 const PARALLEL_FILL: usize = 1 << 15;
 
 /// Conv weights `[m, cg, kh, kw]` packed per group into panels of `mr` output channels (the
-/// tile's rows), (channel, tap)-major: `panel[k * mr + r]`; rows past the group's channels are
-/// zero.
+/// tile's rows), (channel, tap)-major and cut into depth passes of `step` (channel, tap)
+/// steps (the passes the tiles make): a group's passes lie one after another, and in each pass
+/// its panels one after another, so that the weights a block reads in one pass are one
+/// sequential stream. Element `(row r, depth k0 + kk)` of panel `p` in the pass at `k0` (depth
+/// `kc`) sits at `k0 * panels * mr + p * kc * mr + kk * mr + r` from the group's start; rows
+/// past the group's channels are zero.
 pub struct DirectWeights {
     data: AlignedBuf,
     isa: Isa,
-    /// Output channels of the whole convolution, per group, and (channel, tap) depth.
+    /// Output channels of the whole convolution, per group, (channel, tap) depth and steps
+    /// per pass.
     m: usize,
     mg: usize,
     k: usize,
+    step: usize,
+}
+
+/// (channel, tap) steps per depth pass on `isa` for kernels of `taps` taps: whole channels.
+fn pass_steps(isa: Isa, taps: usize) -> usize {
+    (isa.kc_steps() / taps.max(1)).max(1) * taps.max(1)
 }
 
 impl DirectWeights {
-    /// Packs `w` (`m * k` values, `k = cg * kh * kw`) for `group` groups, for this CPU's tile.
-    pub fn pack(w: &[f32], m: usize, group: usize, k: usize) -> DirectWeights {
-        DirectWeights::pack_on(Isa::detect().unwrap_or(Isa::Avx2), w, m, group, k)
+    /// Packs `w` (`m * k` values, `k = cg * taps`, `taps = kh * kw`) for `group` groups, for
+    /// this CPU's tile.
+    pub fn pack(w: &[f32], m: usize, group: usize, k: usize, taps: usize) -> DirectWeights {
+        DirectWeights::pack_on(Isa::detect().unwrap_or(Isa::Avx2), w, m, group, k, taps)
     }
 
     /// [`DirectWeights::pack`] for the tiles of `isa`.
-    pub fn pack_on(isa: Isa, w: &[f32], m: usize, group: usize, k: usize) -> DirectWeights {
+    pub fn pack_on(
+        isa: Isa,
+        w: &[f32],
+        m: usize,
+        group: usize,
+        k: usize,
+        taps: usize,
+    ) -> DirectWeights {
         let mr = isa.mr();
         assert!(
             group > 0 && m.is_multiple_of(group) && w.len() == m * k,
@@ -66,15 +85,20 @@ impl DirectWeights {
         );
         let mg = m / group;
         let panels = mg.div_ceil(mr);
+        let step = pass_steps(isa, taps);
         let mut data = AlignedBuf::zeroed(group * panels * k * mr);
         let dst = data.as_mut_slice();
         for gi in 0..group {
-            for p in 0..panels {
-                let panel = &mut dst[(gi * panels + p) * k * mr..][..k * mr];
-                for r in 0..mr.min(mg - p * mr) {
-                    let src = &w[(gi * mg + p * mr + r) * k..][..k];
-                    for (kk, &v) in src.iter().enumerate() {
-                        panel[kk * mr + r] = v;
+            let gdst = &mut dst[gi * panels * k * mr..][..panels * k * mr];
+            for k0 in (0..k).step_by(step) {
+                let kc = step.min(k - k0);
+                for p in 0..panels {
+                    let panel = &mut gdst[k0 * panels * mr + p * kc * mr..][..kc * mr];
+                    for r in 0..mr.min(mg - p * mr) {
+                        let src = &w[(gi * mg + p * mr + r) * k + k0..][..kc];
+                        for (kk, &v) in src.iter().enumerate() {
+                            panel[kk * mr + r] = v;
+                        }
                     }
                 }
             }
@@ -85,22 +109,28 @@ impl DirectWeights {
             m,
             mg,
             k,
+            step,
         }
     }
 
     /// Whether these are the packed weights of geometry `g` for the tiles of `isa`.
     pub fn fits(&self, g: &ConvGeom, isa: Isa) -> bool {
+        let taps = kernel_taps(g);
         self.isa == isa
             && self.m == g.m
             && self.mg == g.m / g.group
-            && self.k == (g.c / g.group) * kernel_taps(g)
+            && self.k == (g.c / g.group) * taps
+            && self.step == pass_steps(isa, taps)
     }
 
-    /// Panel `p` of group `gi`: `k * mr` values.
-    fn panel(&self, gi: usize, p: usize) -> &[f32] {
+    /// Panel `p` of group `gi` in the pass at depth `k0` (a multiple of the pass step) of
+    /// depth `kc`: `kc * mr` values.
+    fn pass_panel(&self, gi: usize, k0: usize, kc: usize, p: usize) -> &[f32] {
         let mr = self.isa.mr();
         let panels = self.mg.div_ceil(mr);
-        &self.data.as_slice()[(gi * panels + p) * self.k * mr..][..self.k * mr]
+        debug_assert!(k0.is_multiple_of(self.step) && kc == self.step.min(self.k - k0));
+        let off = gi * panels * self.k * mr + k0 * panels * mr + p * kc * mr;
+        &self.data.as_slice()[off..][..kc * mr]
     }
 }
 
@@ -146,7 +176,8 @@ pub fn try_conv(
     let wp = match packed {
         Some(d) if d.fits(g, isa) => d,
         _ => {
-            fresh = DirectWeights::pack_on(isa, w, g.m, g.group, w.len() / g.m.max(1));
+            let k = w.len() / g.m.max(1);
+            fresh = DirectWeights::pack_on(isa, w, g.m, g.group, k, kernel_taps(g));
             &fresh
         }
     };
@@ -493,7 +524,7 @@ fn run(
         })
     };
     let offs = planes.offsets(g);
-    let cc = (isa.kc_steps() / taps).max(1);
+    let cc = wp.step / taps;
     let per_unit_tasks = bl.parts_n * bl.parts_m;
     let outp = SharedMut(out.as_mut_ptr() as *mut f32);
     let fin = Finish::plan(ep);
@@ -546,7 +577,7 @@ fn run(
                         .all(|&o| o + bpos + width.min(valid) <= base.len()));
                     let (b, o) = (base.as_ptr().wrapping_add(bpos), &offs[k0..k0 + kc]);
                     for p in 0..panels {
-                        let a = &wp.panel(gi, m0 / mr + p)[k0 * mr..][..kc * mr];
+                        let a = wp.pass_panel(gi, k0, kc, m0 / mr + p);
                         let start = if c0 == 0 {
                             let mut v = [0.0; kernel::MR_MAX];
                             if let Some(bias) = ep.bias {

@@ -106,7 +106,8 @@ impl Case {
         let b = rand(self.m, 5, -1.0, 1.0);
         let z = rand(self.n * self.m * g.win.output_size(), 6, -1.0, 1.0);
         let (bf, zf) = (f32s(&b), f32s(&z));
-        let wp = DirectWeights::pack_on(isa, &f32s(&w), self.m, self.group, kk);
+        let taps = self.k[0] * self.k[1];
+        let wp = DirectWeights::pack_on(isa, &f32s(&w), self.m, self.group, kk, taps);
         assert!(wp.fits(g, isa));
         let xf = f32s(&x);
         for (act, f) in activations() {
