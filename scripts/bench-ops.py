@@ -146,6 +146,24 @@ CASES = {
     "conv1x1_128_16_55": lambda: conv(128, 16, 55, 1),
     "conv1x1_2048_512_7": lambda: conv(2048, 512, 7, 1),
     "conv1x1_512_1000_13": lambda: conv(512, 1000, 13, 1),
+    # ResNet-50 (batch 1, 224): the stem, each stage's 3x3 and 1x1 layers, a strided 3x3 and a
+    # strided 1x1 downsample.
+    "r50_conv7x7s2_3_64_224": lambda: conv(3, 64, 224, 7, s=2),
+    "r50_conv3x3_64_64_56": lambda: conv(64, 64, 56, 3),
+    "r50_conv3x3_128_128_28": lambda: conv(128, 128, 28, 3),
+    "r50_conv3x3_256_256_14": lambda: conv(256, 256, 14, 3),
+    "r50_conv3x3_512_512_7": lambda: conv(512, 512, 7, 3),
+    "r50_conv3x3s2_128_128_56": lambda: conv(128, 128, 56, 3, s=2),
+    "r50_conv1x1_64_64_56": lambda: conv(64, 64, 56, 1),
+    "r50_conv1x1_256_64_56": lambda: conv(256, 64, 56, 1),
+    "r50_conv1x1_64_256_56": lambda: conv(64, 256, 56, 1, relu=False),
+    "r50_conv1x1_512_128_28": lambda: conv(512, 128, 28, 1),
+    "r50_conv1x1_128_512_28": lambda: conv(128, 512, 28, 1, relu=False),
+    "r50_conv1x1_1024_256_14": lambda: conv(1024, 256, 14, 1),
+    "r50_conv1x1_256_1024_14": lambda: conv(256, 1024, 14, 1, relu=False),
+    "r50_conv1x1_2048_512_7": lambda: conv(2048, 512, 7, 1),
+    "r50_conv1x1_512_2048_7": lambda: conv(512, 2048, 7, 1, relu=False),
+    "r50_conv1x1s2_256_512_56": lambda: conv(256, 512, 56, 1, s=2, relu=False),
     "matmul_16_384_1536": lambda: matmul(16, 384, 1536),
     "matmul_16_1536_384": lambda: matmul(16, 1536, 384),
     "gemm_20_1024_8210": lambda: gemm(20, 1024, 8210),
@@ -156,6 +174,18 @@ CASES = {
     "softmax_12_16": lambda: softmax(12, 16),
     "mlp_16_384_1536_x4": lambda: mlp_chain(16, 384, 1536, 4),
 }
+
+
+def conv_gflop(model) -> float | None:
+    """Multiply-adds x 2 of a model's Conv nodes (None when it has none), in GFLOP."""
+    inits = {t.name: list(t.dims) for t in model.graph.initializer}
+    out = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
+    total = 0
+    for n in model.graph.node:
+        if n.op_type == "Conv":
+            w = inits[n.input[1]]
+            total += 2 * int(np.prod(w)) * int(np.prod(out[2:])) * out[0]
+    return total / 1e9 if total else None
 
 
 def ort_median(path: Path, x: np.ndarray, threads: int, iters: int) -> float:
@@ -193,10 +223,13 @@ def main() -> None:
     ap.add_argument("--cli", type=Path, default=root / "target/release/onnx-runtime")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternations of ORT and ours per case (each side: median of round medians)")
     ap.add_argument("--only", nargs="*", choices=sorted(CASES), help="cases to run (default: all)")
     args = ap.parse_args()
     names = args.only or list(CASES)
-    print("| case | threads | ORT ms | ours ms | ours/ORT |\n|---|---|---|---|---|")
+    print("| case | threads | ORT ms | ours ms | ours/ORT | ORT GFLOP/s/core | ours GFLOP/s/core |\n"
+          "|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             model, x_shape = CASES[name]()
@@ -204,9 +237,15 @@ def main() -> None:
             onnx.save(model, path)
             x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
             np.save(xfile, x)
-            ort_ms = ort_median(path, x, args.threads, args.iterations)
-            ours_ms = ours_median(args.cli, path, xfile, args.threads, args.iterations)
-            print(f"| {name} | {args.threads} | {ort_ms:.3f} | {ours_ms:.3f} | {ours_ms / ort_ms:.2f} |", flush=True)
+            ort_r, ours_r = [], []
+            for _ in range(args.rounds):
+                ort_r.append(ort_median(path, x, args.threads, args.iterations))
+                ours_r.append(ours_median(args.cli, path, xfile, args.threads, args.iterations))
+            ort_ms, ours_ms = float(np.median(ort_r)), float(np.median(ours_r))
+            gf = conv_gflop(model)
+            rate = (lambda ms: f"{gf / (ms / 1e3) / args.threads:.1f}") if gf else (lambda ms: "")
+            print(f"| {name} | {args.threads} | {ort_ms:.3f} | {ours_ms:.3f} | {ours_ms / ort_ms:.2f} "
+                  f"| {rate(ort_ms)} | {rate(ours_ms)} |", flush=True)
 
 
 if __name__ == "__main__":

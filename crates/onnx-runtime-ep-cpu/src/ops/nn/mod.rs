@@ -10,6 +10,7 @@ use crate::CpuRegistry;
 pub mod attention;
 pub mod common;
 pub mod conv;
+pub(crate) mod cpu_cache;
 pub mod gemm;
 pub mod norm;
 pub mod pool;

@@ -1,4 +1,4 @@
-//! Direct 2-D f32 convolution for AVX2/FMA machines, without im2col.
+//! Direct 2-D f32 convolution for AVX2/FMA and AVX-512 machines, without im2col.
 //!
 //! The zero-padded input of each (image, group) is laid out once as stride-phase planes:
 //! plane `(ci, rh, rw)` holds padded rows `i * sh + rh` and columns `j * sw + rw`. A padded
@@ -6,30 +6,28 @@
 //! is the next row's left padding (one spare zero row closes the plane). In that layout every
 //! kernel tap of output position `(oh, ow)` sits at `oh * wph + ow` plus a fixed offset per
 //! (channel, tap), whatever the stride or dilation, so sixteen consecutive output positions
-//! of one tap are sixteen consecutive floats. A 6x16 register tile (output channels
-//! x positions) then accumulates over (channel, tap) with one offset lookup, two vector loads
-//! and six broadcasts of pre-packed weights per step: the same arithmetic density as the GEMM
-//! micro-kernel, with no unfolded copy of the input. Positions run over the plane's width, so
-//! tiles never break at row ends; the few columns past the output's width are computed and
-//! dropped when the tile is copied out and finished (bias, Z, activation). A block's last
-//! tile is 8 positions wide when 8 cover it, so that small maps (7 x 7, 13 x 13) compute few
-//! positions they drop.
+//! of one tap are sixteen consecutive floats. A register tile (output channels x positions:
+//! 6 x 16 on AVX2, 8 x 48 on AVX-512, see [`super::conv_direct_kernel`]) then accumulates over
+//! (channel, tap) with one offset lookup, a few vector loads and broadcasts of pre-packed
+//! weights per step: the arithmetic density of a GEMM micro-kernel, with no unfolded copy of
+//! the input. Positions run over the plane's width, so tiles never break at row ends; the few
+//! columns past the output's width are computed and dropped when the tile is copied out and
+//! finished (bias, Z, activation). A block's last tile is only as wide as it needs (in steps
+//! of 8 or 16 positions), so that small maps (7 x 7, 13 x 13) compute few positions they drop.
+//!
+//! On AVX-512 pointwise convolutions (1x1, stride 1, unpadded) run here too, reading the input
+//! in place: channel `ci` of position `j` is `x[ci * h * w + j]`, and the tiles' masked loads
+//! stop at each channel's end. The weights are constant, so this is a GEMM whose constant
+//! operand is packed once per session and whose other operand is never copied.
 
 use crate::ops::nn::conv::conv_act::{Activation, Epilogue};
+use crate::ops::nn::conv::conv_direct_kernel::{self as kernel, Isa, Post, Start, NR_MAX};
 use crate::ops::nn::conv::conv_gemm::Blocking;
 use crate::ops::nn::conv::conv_op::ConvGeom;
 use crate::ops::nn::gemm::sgemm::AlignedBuf;
 use crate::ops::nn::scratch::{build_vec, with_scratch, SharedMut};
-use kernel::{Post, Start};
 use std::mem::MaybeUninit;
 
-/// Output channels per register tile.
-const MR: usize = 6;
-/// Output positions per register tile (two 8-lane vectors), and per half tile.
-const NR: usize = 16;
-const HALF: usize = NR / 2;
-/// (channel, tap) steps per pass over a tile, so that the input lines a tile reads stay in L1.
-const KC_STEPS: usize = 256;
 /// Largest block of positions and of channels one task computes.
 const NT_MAX: usize = 256;
 const MT_MAX: usize = 96;
@@ -41,50 +39,98 @@ const POINTWISE_DIRECT_MAX_C: usize = 16;
 /// Input values from which the planes are laid out in parallel.
 const PARALLEL_FILL: usize = 1 << 15;
 
-/// Conv weights `[m, cg, kh, kw]` packed per group into panels of [`MR`] output channels,
-/// (channel, tap)-major: `panel[k * MR + r]`; rows past the group's channels are zero.
+/// Conv weights `[m, cg, kh, kw]` packed per group into panels of `mr` output channels (the
+/// tile's rows), (channel, tap)-major and cut into depth passes of `step` (channel, tap)
+/// steps (the passes the tiles make): a group's passes lie one after another, and in each pass
+/// its panels one after another, so that the weights a block reads in one pass are one
+/// sequential stream. Element `(row r, depth k0 + kk)` of panel `p` in the pass at `k0` (depth
+/// `kc`) sits at `k0 * panels * mr + p * kc * mr + kk * mr + r` from the group's start; rows
+/// past the group's channels are zero.
 pub struct DirectWeights {
     data: AlignedBuf,
-    /// Output channels of the whole convolution, per group, and (channel, tap) depth.
+    isa: Isa,
+    /// Output channels of the whole convolution, per group, (channel, tap) depth and steps
+    /// per pass.
     m: usize,
     mg: usize,
     k: usize,
+    step: usize,
+}
+
+/// (channel, tap) steps per depth pass on `isa` for kernels of `taps` taps: whole channels.
+fn pass_steps(isa: Isa, taps: usize) -> usize {
+    (isa.kc_steps() / taps.max(1)).max(1) * taps.max(1)
 }
 
 impl DirectWeights {
-    /// Packs `w` (`m * k` values, `k = cg * kh * kw`) for `group` groups.
-    pub fn pack(w: &[f32], m: usize, group: usize, k: usize) -> DirectWeights {
+    /// Packs `w` (`m * k` values, `k = cg * taps`, `taps = kh * kw`) for `group` groups, for
+    /// this CPU's tile.
+    pub fn pack(w: &[f32], m: usize, group: usize, k: usize, taps: usize) -> DirectWeights {
+        DirectWeights::pack_on(Isa::detect().unwrap_or(Isa::Avx2), w, m, group, k, taps)
+    }
+
+    /// [`DirectWeights::pack`] for the tiles of `isa`.
+    pub fn pack_on(
+        isa: Isa,
+        w: &[f32],
+        m: usize,
+        group: usize,
+        k: usize,
+        taps: usize,
+    ) -> DirectWeights {
+        let mr = isa.mr();
         assert!(
             group > 0 && m.is_multiple_of(group) && w.len() == m * k,
             "pack: weight size"
         );
         let mg = m / group;
-        let panels = mg.div_ceil(MR);
-        let mut data = AlignedBuf::zeroed(group * panels * k * MR);
+        let panels = mg.div_ceil(mr);
+        let step = pass_steps(isa, taps);
+        let mut data = AlignedBuf::zeroed(group * panels * k * mr);
         let dst = data.as_mut_slice();
         for gi in 0..group {
-            for p in 0..panels {
-                let panel = &mut dst[(gi * panels + p) * k * MR..][..k * MR];
-                for r in 0..MR.min(mg - p * MR) {
-                    let src = &w[(gi * mg + p * MR + r) * k..][..k];
-                    for (kk, &v) in src.iter().enumerate() {
-                        panel[kk * MR + r] = v;
+            let gdst = &mut dst[gi * panels * k * mr..][..panels * k * mr];
+            for k0 in (0..k).step_by(step) {
+                let kc = step.min(k - k0);
+                for p in 0..panels {
+                    let panel = &mut gdst[k0 * panels * mr + p * kc * mr..][..kc * mr];
+                    for r in 0..mr.min(mg - p * mr) {
+                        let src = &w[(gi * mg + p * mr + r) * k + k0..][..kc];
+                        for (kk, &v) in src.iter().enumerate() {
+                            panel[kk * mr + r] = v;
+                        }
                     }
                 }
             }
         }
-        DirectWeights { data, m, mg, k }
+        DirectWeights {
+            data,
+            isa,
+            m,
+            mg,
+            k,
+            step,
+        }
     }
 
-    /// Whether these are the packed weights of geometry `g`.
-    pub fn fits(&self, g: &ConvGeom) -> bool {
-        self.m == g.m && self.mg == g.m / g.group && self.k == (g.c / g.group) * kernel_taps(g)
+    /// Whether these are the packed weights of geometry `g` for the tiles of `isa`.
+    pub fn fits(&self, g: &ConvGeom, isa: Isa) -> bool {
+        let taps = kernel_taps(g);
+        self.isa == isa
+            && self.m == g.m
+            && self.mg == g.m / g.group
+            && self.k == (g.c / g.group) * taps
+            && self.step == pass_steps(isa, taps)
     }
 
-    /// Panel `p` of group `gi`: `k * MR` values.
-    fn panel(&self, gi: usize, p: usize) -> &[f32] {
-        let panels = self.mg.div_ceil(MR);
-        &self.data.as_slice()[(gi * panels + p) * self.k * MR..][..self.k * MR]
+    /// Panel `p` of group `gi` in the pass at depth `k0` (a multiple of the pass step) of
+    /// depth `kc`: `kc * mr` values.
+    fn pass_panel(&self, gi: usize, k0: usize, kc: usize, p: usize) -> &[f32] {
+        let mr = self.isa.mr();
+        let panels = self.mg.div_ceil(mr);
+        debug_assert!(k0.is_multiple_of(self.step) && kc == self.step.min(self.k - k0));
+        let off = gi * panels * self.k * mr + k0 * panels * mr + p * kc * mr;
+        &self.data.as_slice()[off..][..kc * mr]
     }
 }
 
@@ -92,26 +138,26 @@ fn kernel_taps(g: &ConvGeom) -> usize {
     g.win.kernel.iter().product()
 }
 
-/// Whether the direct kernel runs `g` on this machine (and should: 1x1 stride-1 unpadded
-/// convolutions of more than a few channels are a plain GEMM on the input, and depthwise
-/// ones have their own kernel).
+/// Whether the direct kernel on `isa` runs `g` (and should: depthwise convolutions have
+/// their own kernel, and without masked loads 1x1 stride-1 unpadded convolutions of more than
+/// a few channels are a plain GEMM on the input).
 #[cfg(test)]
-fn supports(g: &ConvGeom) -> bool {
-    plan(g).is_some()
+fn supports(g: &ConvGeom, isa: Isa) -> bool {
+    plan(g, isa).is_some()
 }
 
-/// The plane layout of `g` when the direct kernel should run it: 2-D, not depthwise, not a
-/// plain GEMM of some depth, every tap inside the planes, and AVX2/FMA present.
-fn plan(g: &ConvGeom) -> Option<Planes> {
+/// The input layout of `g` when the direct kernel on `isa` should run it: 2-D, not
+/// depthwise, every tap inside the planes; pointwise convolutions read the input in place
+/// where the tiles mask their loads, and otherwise only for few input channels.
+fn plan(g: &ConvGeom, isa: Isa) -> Option<Planes> {
     let w = &g.win;
-    let suitable = w.input.len() == 2
-        && g.c != g.group
-        && (g.c / g.group <= POINTWISE_DIRECT_MAX_C || !w.is_pointwise())
-        && kernel::available();
-    if suitable {
-        Planes::new(g)
-    } else {
-        None
+    if w.input.len() != 2 || g.c == g.group {
+        return None;
+    }
+    match (w.is_pointwise(), isa.masked()) {
+        (true, true) => Planes::in_place(g),
+        (true, false) if g.c / g.group > POINTWISE_DIRECT_MAX_C => None,
+        _ => Planes::new(g),
     }
 }
 
@@ -124,22 +170,27 @@ pub fn try_conv(
     packed: Option<&DirectWeights>,
     ep: &Epilogue<f32>,
 ) -> Option<Vec<f32>> {
-    let planes = plan(g)?;
+    let isa = Isa::detect()?;
+    let planes = plan(g, isa)?;
     let fresh;
     let wp = match packed {
-        Some(d) if d.fits(g) => d,
+        Some(d) if d.fits(g, isa) => d,
         _ => {
-            fresh = DirectWeights::pack(w, g.m, g.group, w.len() / g.m.max(1));
+            let k = w.len() / g.m.max(1);
+            fresh = DirectWeights::pack_on(isa, w, g.m, g.group, k, kernel_taps(g));
             &fresh
         }
     };
     let len = g.n * g.m * g.win.output_size();
     // SAFETY: `run` writes every element of the output it is given.
-    Some(unsafe { build_vec(len, |out| run(g, &planes, x, wp, ep, out)) })
+    Some(unsafe { build_vec(len, |out| run(g, isa, &planes, x, wp, ep, out)) })
 }
 
-/// The stride-phase plane layout of one (image, group).
+/// The stride-phase plane layout of one (image, group), or the input itself (`in_place`).
 struct Planes {
+    /// The tiles read the input as it is (a pointwise convolution): one plane per channel,
+    /// `h * w` apart, no padding and no slack.
+    in_place: bool,
     sh: usize,
     sw: usize,
     hph: usize,
@@ -154,6 +205,27 @@ struct Planes {
 }
 
 impl Planes {
+    /// The input itself as the planes of a pointwise convolution.
+    fn in_place(g: &ConvGeom) -> Option<Planes> {
+        let w = &g.win;
+        let (h, wd) = (w.input[0], w.input[1]);
+        if h == 0 || wd == 0 {
+            return None;
+        }
+        let per_ch = h * wd;
+        Some(Planes {
+            in_place: true,
+            sh: 1,
+            sw: 1,
+            hph: h,
+            wph: wd,
+            shift: 0,
+            phase: vec![Some(0)],
+            per_ch,
+            per_unit: g.c / g.group * per_ch,
+        })
+    }
+
     fn new(g: &ConvGeom) -> Option<Planes> {
         let w = &g.win;
         let (sh, sw) = (w.strides[0], w.strides[1]);
@@ -194,9 +266,11 @@ impl Planes {
         // Each plane ends with a zero row, which the last row's right taps reach into.
         let per_ch = used * (hph + 1) * wph;
         let cg = g.c / g.group;
-        // Tiles read up to NR - 1 positions past the last one, plus the largest column tap.
-        let per_unit = cg * per_ch + wph + NR;
+        // Tiles read up to NR_MAX - 1 positions past the last one, plus the largest column
+        // tap.
+        let per_unit = cg * per_ch + wph + NR_MAX;
         Some(Planes {
+            in_place: false,
             sh,
             sw,
             hph,
@@ -288,7 +362,7 @@ impl Planes {
     }
 }
 
-fn blocking(units: usize, mg: usize, nj: usize, k: usize, threads: usize) -> Blocking {
+fn blocking(units: usize, mg: usize, nj: usize, k: usize, threads: usize, isa: Isa) -> Blocking {
     let macs = units
         .saturating_mul(mg)
         .saturating_mul(nj)
@@ -304,14 +378,33 @@ fn blocking(units: usize, mg: usize, nj: usize, k: usize, threads: usize) -> Blo
             parts_m = parts_m.max(want.div_ceil(units * parts_n).min((mg / 12).max(1)));
         }
     }
-    let nt = nj.div_ceil(parts_n).div_ceil(NR) * NR;
-    let mt = mg.div_ceil(parts_m).div_ceil(MR) * MR;
+    if parallel {
+        // Equal blocks in a number of tasks that the threads share evenly (11 blocks on two
+        // threads leave one idle for a twelfth of the time), while blocks keep a few tiles.
+        let others = units * parts_m;
+        let step = threads / gcd(threads, others);
+        let even = parts_n.next_multiple_of(step);
+        if others * parts_n < 16 * threads && even * isa.nr() <= nj {
+            parts_n = even;
+        }
+    }
+    // Blocks in whole tail-tile steps: a block's last tile may be narrower than a full one.
+    let nt = nj.div_ceil(parts_n).next_multiple_of(isa.quantum());
+    let mt = mg.div_ceil(parts_m).next_multiple_of(isa.mr());
     Blocking {
         nt,
         parts_n: nj.div_ceil(nt),
         mt,
         parts_m: mg.div_ceil(mt),
         parallel,
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -349,22 +442,29 @@ impl Finish {
 }
 
 /// Writes every element of `out` (`[n, m, ho, wo]`) with the convolution of `x` by the
-/// packed weights `wp`, finished by `ep`. Panics unless `supports` and
-/// [`DirectWeights::fits`] hold. (The runtime enters through [`try_conv`].)
+/// packed weights `wp` on the tiles of `isa` (which this CPU must run), finished by `ep`.
+/// Panics unless `supports` and [`DirectWeights::fits`] hold. (The runtime enters through
+/// [`try_conv`].)
 #[cfg(test)]
 fn direct_conv(
     g: &ConvGeom,
+    isa: Isa,
     x: &[f32],
     wp: &DirectWeights,
     ep: &Epilogue<f32>,
     out: &mut [MaybeUninit<f32>],
 ) {
-    let planes = plan(g).expect("direct_conv: unsupported geometry");
-    run(g, &planes, x, wp, ep, out)
+    assert!(
+        Isa::all().contains(&isa),
+        "direct_conv: {isa:?} not on this CPU"
+    );
+    let planes = plan(g, isa).expect("direct_conv: unsupported geometry");
+    run(g, isa, &planes, x, wp, ep, out)
 }
 
 fn run(
     g: &ConvGeom,
+    isa: Isa,
     planes: &Planes,
     x: &[f32],
     wp: &DirectWeights,
@@ -372,8 +472,8 @@ fn run(
     out: &mut [MaybeUninit<f32>],
 ) {
     assert!(
-        wp.fits(g),
-        "direct_conv: weights packed for another geometry"
+        wp.fits(g, isa),
+        "direct_conv: weights packed for another geometry or tile"
     );
     let win = &g.win;
     let (cg, mg) = (g.c / g.group, g.m / g.group);
@@ -386,15 +486,21 @@ fn run(
     let taps = kernel_taps(g);
     let k = cg * taps;
     let nj = ho * planes.wph;
-    let bl = blocking(units, mg, nj, k, threads);
+    let bl = blocking(units, mg, nj, k, threads, isa);
+    let (mr, nr, quantum) = (isa.mr(), isa.nr(), isa.quantum());
 
-    // The planes of every (image, group), with zeroed slack after each.
-    // Large inputs lay out their channels in parallel.
+    // The planes of every (image, group), with zeroed slack after each (none when the tiles
+    // read the input in place). Large inputs lay out their channels in parallel.
     let big = bl.parallel && x.len() >= PARALLEL_FILL;
+    let planes_len = if planes.in_place {
+        0
+    } else {
+        units * planes.per_unit
+    };
     // SAFETY: each unit's closure call writes its whole chunk (the channel planes and the
     // slack).
     let buf: Vec<f32> = unsafe {
-        build_vec(units * planes.per_unit, |dst| {
+        build_vec(planes_len, |dst| {
             for (u, chunk) in dst.chunks_mut(planes.per_unit).enumerate() {
                 let xs = &x[u * cg * in_sz..][..cg * in_sz];
                 let (chans, slack) = chunk.split_at_mut(cg * planes.per_ch);
@@ -418,62 +524,96 @@ fn run(
         })
     };
     let offs = planes.offsets(g);
-    let cc = (KC_STEPS / taps).max(1);
+    let cc = wp.step / taps;
     let per_unit_tasks = bl.parts_n * bl.parts_m;
     let outp = SharedMut(out.as_mut_ptr() as *mut f32);
     let fin = Finish::plan(ep);
+    let direct_out = planes.in_place && mg.is_multiple_of(mr);
     let task = |t: usize| {
         let (unit, rest) = (t / per_unit_tasks, t % per_unit_tasks);
         let (pn, pm) = (rest / bl.parts_m, rest % bl.parts_m);
         let (b, gi) = (unit / g.group, unit % g.group);
         let j0 = pn * bl.nt;
         let ncols = bl.nt.min(nj - j0);
-        // Tiles of NR positions, the last one half as wide when that covers the block.
-        let ldc = ncols.div_ceil(HALF) * HALF;
+        // Tiles of nr positions, the last one only as wide as it needs (quantum steps).
+        let ldc = ncols.next_multiple_of(quantum);
         let m0 = pm * bl.mt;
         let rows = bl.mt.min(mg - m0);
-        let panels = rows.div_ceil(MR);
-        let base = &buf[unit * planes.per_unit..][..planes.per_unit];
-        with_scratch(panels * MR * ldc, |y: &mut [f32]| {
+        let panels = rows.div_ceil(mr);
+        let base = if planes.in_place {
+            &x[unit * planes.per_unit..][..planes.per_unit]
+        } else {
+            &buf[unit * planes.per_unit..][..planes.per_unit]
+        };
+        // In place with whole panels, tiles run straight on the output rows (`nj` apart);
+        // otherwise on a scratch block, copied out row by row.
+        let scratch_len = if direct_out { 0 } else { panels * mr * ldc };
+        with_scratch(scratch_len, |y: &mut [f32]| {
+            let (cbase, cld, ccol) = if direct_out {
+                let first = (b * g.m + gi * mg + m0) * nj;
+                (outp.get().wrapping_add(first), nj, j0)
+            } else {
+                (y.as_mut_ptr(), ldc, 0)
+            };
             for c0 in (0..cg).step_by(cc) {
                 let (k0, kc) = (c0 * taps, cc.min(cg - c0) * taps);
                 let last = c0 + cc >= cg;
                 let post = if last { fin.post } else { Post::None };
-                for p in 0..panels {
-                    let a = &wp.panel(gi, m0 / MR + p)[k0 * MR..][..kc * MR];
-                    let start = if c0 == 0 {
-                        let mut v = [0.0; MR];
-                        if let Some(bias) = ep.bias {
-                            let ch = gi * mg + m0 + p * MR;
-                            let n = MR.min(mg - (m0 + p * MR));
-                            v[..n].copy_from_slice(&bias[ch..ch + n]);
-                        }
-                        Start::Rows(v)
+                // Tiles outer, panels inner: a tile's input lines stay in L1 while the
+                // weight panels (a fraction of a line per step) stream from L2.
+                for jt in (0..ldc).step_by(nr) {
+                    let width = nr.min(ldc - jt);
+                    // Reads: base[offs[k] + j0 + jt..][..width], inside the unit's planes
+                    // plus slack (Planes::new bounds every tap; the slack covers the tile
+                    // tail); in place, loads stop at the channel's last position.
+                    let bpos = j0 + jt;
+                    let valid = if planes.in_place {
+                        nj - bpos
                     } else {
-                        Start::Load
+                        usize::MAX
                     };
-                    for jt in (0..ldc).step_by(NR) {
-                        let half = ldc - jt == HALF;
-                        // Reads: base[offs[k] + j0 + jt + 0..NR], inside the unit's planes plus
-                        // slack (Planes::new bounds every tap; the slack covers the tile tail).
-                        let bpos = j0 + jt;
-                        debug_assert!(offs[k0..k0 + kc]
-                            .iter()
-                            .all(|&o| o + bpos + NR <= base.len()));
-                        let c = &mut y[p * MR * ldc + jt..];
-                        let (b, o) = (base.as_ptr().wrapping_add(bpos), &offs[k0..k0 + kc]);
-                        // SAFETY: `a` holds kc * MR values; every B read is in `base` (above);
-                        // C rows p*MR..p*MR+MR of width NR (HALF for a half tile, which ends
-                        // the row) at column jt lie inside `y`.
-                        unsafe {
-                            if half {
-                                kernel::tile::<1>(a, b, o, c.as_mut_ptr(), ldc, &start, post)
-                            } else {
-                                kernel::tile::<2>(a, b, o, c.as_mut_ptr(), ldc, &start, post)
+                    debug_assert!(offs[k0..k0 + kc]
+                        .iter()
+                        .all(|&o| o + bpos + width.min(valid) <= base.len()));
+                    let (b, o) = (base.as_ptr().wrapping_add(bpos), &offs[k0..k0 + kc]);
+                    for p in 0..panels {
+                        let a = wp.pass_panel(gi, k0, kc, m0 / mr + p);
+                        let start = if c0 == 0 {
+                            let mut v = [0.0; kernel::MR_MAX];
+                            if let Some(bias) = ep.bias {
+                                let ch = gi * mg + m0 + p * mr;
+                                let n = mr.min(mg - (m0 + p * mr));
+                                v[..n].copy_from_slice(&bias[ch..ch + n]);
                             }
+                            Start::Rows(v)
+                        } else {
+                            Start::Load
                         };
+                        let c = cbase.wrapping_add(p * mr * cld + ccol + jt);
+                        // SAFETY: `a` holds kc * mr values; every B read is in `base` (above).
+                        // C rows p*mr..p*mr+mr of `width` at column jt lie inside `y` (the
+                        // last tile ends the row), or, straight on the output, are this task's
+                        // output channels (rows is a whole number of panels) and positions
+                        // (the tile stops at the block's end or, masked, at nj). `isa` runs
+                        // here (detected or asserted).
+                        unsafe { kernel::tile(isa, width, valid, a, b, o, c, cld, &start, post) };
                     }
                 }
+            }
+            if direct_out {
+                for r in 0..rows {
+                    let off = (b * g.m + gi * mg + m0 + r) * nj + j0;
+                    // SAFETY: this task's output row segment, written by the tiles above.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(outp.get().add(off), ncols) };
+                    fin.rows.apply(dst);
+                    if let Some(z) = ep.z {
+                        dst.iter_mut()
+                            .zip(&z[off..off + ncols])
+                            .for_each(|(v, &zv)| *v += zv);
+                        ep.act.apply(dst);
+                    }
+                }
+                return;
             }
             for r in 0..rows {
                 let ch = gi * mg + m0 + r;
@@ -512,135 +652,6 @@ fn run(
         (0..tasks).into_par_iter().for_each(task);
     } else {
         (0..tasks).for_each(task);
-    }
-}
-
-/// The 6x16 tile: `C[r][0..16] = post(start[r] + sum_k a[k * 6 + r] * B[offs[k]..][..16])`.
-mod kernel {
-    use super::{MR, NR};
-
-    /// What the accumulators start from.
-    #[derive(Clone, Copy)]
-    pub enum Start {
-        /// The tile's current values in C (a later depth pass).
-        Load,
-        /// One value per row (the bias; zeros without one).
-        Rows([f32; MR]),
-    }
-
-    /// An activation applied in registers before the store (the last depth pass only).
-    #[derive(Clone, Copy, PartialEq)]
-    pub enum Post {
-        None,
-        /// `min(hi, max(lo, x))`, NaN kept (Relu is `(0, inf)`).
-        Clamp(f32, f32),
-        /// `x < 0 ? x * alpha : x`.
-        Leaky(f32),
-    }
-
-    pub fn available() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    }
-
-    /// `V` vectors of 8 positions per row (2: a full tile of `NR`, 1: a half tile).
-    ///
-    /// # Safety
-    /// [`available`] is true; `b.add(o)` is valid for `8 * V` reads for every `o` in `offs`;
-    /// `a.len() >= offs.len() * MR`; `c.add(r * ldc)` is valid for `8 * V` reads and writes
-    /// for `r < MR`.
-    #[inline]
-    pub unsafe fn tile<const V: usize>(
-        a: &[f32],
-        b: *const f32,
-        offs: &[usize],
-        c: *mut f32,
-        ldc: usize,
-        start: &Start,
-        post: Post,
-    ) {
-        debug_assert!(a.len() >= offs.len() * MR && (V == 1 || V * 8 == NR));
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract.
-        unsafe {
-            avx2::<V>(a.as_ptr(), b, offs, c, ldc, start, post)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = (a, b, offs, c, ldc, start, post);
-            unreachable!("direct convolution needs AVX2")
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2<const V: usize>(
-        a: *const f32,
-        b: *const f32,
-        offs: &[usize],
-        c: *mut f32,
-        ldc: usize,
-        start: &Start,
-        post: Post,
-    ) {
-        use std::arch::x86_64::*;
-        // SAFETY (whole body): the reads and writes `tile` documents.
-        unsafe {
-            let mut acc = [[_mm256_setzero_ps(); V]; MR];
-            match start {
-                Start::Load => {
-                    for (r, line) in acc.iter_mut().enumerate() {
-                        let p = c.add(r * ldc);
-                        for (q, v) in line.iter_mut().enumerate() {
-                            *v = _mm256_loadu_ps(p.add(8 * q));
-                        }
-                    }
-                }
-                Start::Rows(v) => {
-                    for (line, &x) in acc.iter_mut().zip(v) {
-                        *line = [_mm256_set1_ps(x); V];
-                    }
-                }
-            }
-            let mut a = a;
-            for &o in offs {
-                let bp = b.add(o);
-                let mut bv = [_mm256_setzero_ps(); V];
-                for (q, v) in bv.iter_mut().enumerate() {
-                    *v = _mm256_loadu_ps(bp.add(8 * q));
-                }
-                for (r, line) in acc.iter_mut().enumerate() {
-                    let av = _mm256_broadcast_ss(&*a.add(r));
-                    for (l, &bq) in line.iter_mut().zip(&bv) {
-                        *l = _mm256_fmadd_ps(av, bq, *l);
-                    }
-                }
-                a = a.add(MR);
-            }
-            let fin = |v: __m256| match post {
-                Post::None => v,
-                // max/min return their second operand when either is NaN: NaN stays.
-                Post::Clamp(lo, hi) => {
-                    _mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), v))
-                }
-                Post::Leaky(alpha) => {
-                    let neg = _mm256_cmp_ps::<_CMP_LT_OQ>(v, _mm256_setzero_ps());
-                    _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(alpha)), neg)
-                }
-            };
-            for (r, line) in acc.iter().enumerate() {
-                let p = c.add(r * ldc);
-                for (q, &v) in line.iter().enumerate() {
-                    _mm256_storeu_ps(p.add(8 * q), fin(v));
-                }
-            }
-        }
     }
 }
 

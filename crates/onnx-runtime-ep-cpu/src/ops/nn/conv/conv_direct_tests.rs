@@ -86,21 +86,29 @@ impl Case {
         y
     }
 
+    /// Checks the direct kernel on every tile family this CPU runs.
     fn check(&self) {
         let g = self.geom();
-        if !kernel::available() {
-            assert!(!supports(&g));
+        if Isa::detect().is_none() {
+            assert!(try_conv(&g, &[], &[], None, &Epilogue::bias_only(None)).is_none());
             return;
         }
-        assert!(supports(&g), "direct kernel should take {:?}", g.win);
+        for isa in Isa::all() {
+            self.check_on(&g, isa);
+        }
+    }
+
+    fn check_on(&self, g: &ConvGeom, isa: Isa) {
+        assert!(supports(g, isa), "direct kernel should take {:?}", g.win);
         let x = rand(self.n * self.c * self.hw[0] * self.hw[1], 3, -1.0, 1.0);
         let kk = self.c / self.group * self.k[0] * self.k[1];
         let w = rand(self.m * kk, 4, -1.0, 1.0);
         let b = rand(self.m, 5, -1.0, 1.0);
         let z = rand(self.n * self.m * g.win.output_size(), 6, -1.0, 1.0);
         let (bf, zf) = (f32s(&b), f32s(&z));
-        let wp = DirectWeights::pack(&f32s(&w), self.m, self.group, kk);
-        assert!(wp.fits(&g));
+        let taps = self.k[0] * self.k[1];
+        let wp = DirectWeights::pack_on(isa, &f32s(&w), self.m, self.group, kk, taps);
+        assert!(wp.fits(g, isa));
         let xf = f32s(&x);
         for (act, f) in activations() {
             for with_z in [false, true] {
@@ -110,10 +118,11 @@ impl Case {
                     act,
                 };
                 // SAFETY: direct_conv writes the whole output.
-                let got = unsafe { build_vec(z.len(), |out| direct_conv(&g, &xf, &wp, &ep, out)) };
+                let got =
+                    unsafe { build_vec(z.len(), |out| direct_conv(g, isa, &xf, &wp, &ep, out)) };
                 let zr: &[f64] = if with_z { &z } else { &[] };
                 let want: Vec<f64> = self
-                    .reference(&g, &x, &w, &b, zr)
+                    .reference(g, &x, &w, &b, zr)
                     .into_iter()
                     .map(f)
                     .collect();
@@ -212,12 +221,81 @@ fn groups_batches_and_parallel_blocks() {
 }
 
 #[test]
+fn pointwise_in_place_on_masked_tiles() {
+    // Deep pointwise products read in place on AVX-512 (the other family declines them):
+    // positions ending inside a vector (7 x 7 = 49, 5 x 9 = 45), past one depth pass (300
+    // channels), tails of every width, groups and batches.
+    for c in [
+        Case::new(17, 8, [5, 5], 1, 1, 0),
+        Case::new(64, 24, [7, 7], 1, 1, 0),
+        Case::new(300, 20, [5, 9], 1, 1, 0),
+        Case::new(40, 72, [28, 28], 1, 1, 0),
+        Case::new(33, 13, [4, 4], 1, 1, 0),
+    ] {
+        let g = c.geom();
+        for isa in Isa::all() {
+            if isa.masked() {
+                c.check_on(&g, isa);
+            } else {
+                assert!(!supports(&g, isa));
+            }
+        }
+    }
+    // Groups and batches: 6 channels per group (a scratch block), 8 and 16 per group (whole
+    // panels, stored straight to the output).
+    for (m, group) in [(18, 3), (16, 2), (32, 2)] {
+        let mut c = Case::new(24, m, [6, 7], 1, 1, 0);
+        c.group = group;
+        c.n = 2;
+        for isa in Isa::all().into_iter().filter(|i| i.masked()) {
+            c.check_on(&c.geom(), isa);
+        }
+    }
+}
+
+#[test]
+fn blocks_cover_and_spread_evenly() {
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        for &(units, mg, nj, k, threads) in &[
+            (1, 64, 3192, 576, 2),
+            (1, 64, 3136, 256, 2),
+            (1, 512, 56, 4608, 2),
+            (2, 24, 100, 9, 4),
+            (1, 64, 3136, 256, 16),
+            (1, 8, 50, 3, 2),
+        ] {
+            let b = blocking(units, mg, nj, k, threads, isa);
+            assert!(
+                b.nt * b.parts_n >= nj && b.nt * (b.parts_n - 1) < nj,
+                "{b:?}"
+            );
+            assert!(
+                b.mt * b.parts_m >= mg && b.mt * (b.parts_m - 1) < mg,
+                "{b:?}"
+            );
+            assert!(b.nt.is_multiple_of(isa.quantum()) && b.mt.is_multiple_of(isa.mr()));
+            // Two threads share the ResNet-like shapes evenly (more threads: best effort, as
+            // the tail-tile rounding may merge blocks).
+            let tasks = units * b.parts_n * b.parts_m;
+            if b.parallel && threads == 2 {
+                assert!(tasks.is_multiple_of(threads), "{tasks} tasks: {b:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn unsuitable_geometries_are_declined() {
-    // 1x1 stride 1 without pads is a GEMM on the input (but for very few input channels);
-    // depthwise has its own kernel.
-    assert!(!supports(&Case::new(17, 8, [5, 5], 1, 1, 0).geom()));
-    assert!(supports(&Case::new(16, 8, [5, 5], 1, 1, 0).geom()));
+    // Without masked loads, 1x1 stride 1 without pads is a GEMM on the input (but for very
+    // few input channels); depthwise has its own kernel on every family.
+    let deep = Case::new(17, 8, [5, 5], 1, 1, 0).geom();
+    let shallow = Case::new(16, 8, [5, 5], 1, 1, 0).geom();
     let mut c = Case::new(4, 4, [5, 5], 3, 1, 1);
     c.group = 4;
-    assert!(!supports(&c.geom()));
+    let depthwise = c.geom();
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        assert_eq!(supports(&deep, isa), isa.masked());
+        assert!(supports(&shallow, isa));
+        assert!(!supports(&depthwise, isa));
+    }
 }

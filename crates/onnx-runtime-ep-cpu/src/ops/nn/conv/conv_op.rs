@@ -225,6 +225,7 @@ fn make(
                 m,
                 group as usize,
                 t.numel() / m,
+                t.shape()[2..].iter().product(),
             ))
         }
         _ => None,

@@ -5,6 +5,7 @@ use crate::CpuRegistry;
 pub(crate) mod causal_conv;
 pub(crate) mod conv_act;
 pub(crate) mod conv_direct;
+pub(crate) mod conv_direct_kernel;
 pub(crate) mod conv_gemm;
 pub(crate) mod conv_op;
 pub(crate) mod conv_transpose;
