@@ -683,7 +683,11 @@ impl Sdpa {
         // A short key range splits down to one tile a split: with few blocks each one's
         // latency is the kernel's (BERT at batch 1: 24 blocks over 128 keys).
         if blocks < target && key_tiles >= 2 {
-            let most = if key_tiles >= 4 { key_tiles / 2 } else { key_tiles };
+            let most = if key_tiles >= 4 {
+                key_tiles / 2
+            } else {
+                key_tiles
+            };
             splits = target.div_ceil(blocks).min(most).min(64);
         }
         if splits > 1 {
