@@ -534,7 +534,7 @@ fn rows_params(
         ([r, c], [ld, 1]) => (*r as i64, *ld, *c as i64),
         _ => return None,
     };
-    let aligned = |p: u64| p % 16 == 0;
+    let aligned = |p: u64| p.is_multiple_of(16);
     if cols % v != 0 || ld % v != 0 || !aligned(out) {
         return None;
     }
