@@ -26,24 +26,14 @@ def main() -> int:
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=128, max_position_embeddings=128)
-    bert = BertModel(cfg).eval()
-
-    class Wrap(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
-
+    model = bench.bert_last_hidden(BertModel(cfg).eval())
     names = ["input_ids", "attention_mask", "token_type_ids"]
     feeds = {"input_ids": torch.randint(0, 512, (1, 16)).numpy(),
              "attention_mask": torch.ones(1, 16, dtype=torch.int64).numpy(),
              "token_type_ids": torch.zeros(1, 16, dtype=torch.int64).numpy()}
-    model = Wrap(bert).eval().cuda() if torch.cuda.is_available() else Wrap(bert).eval()
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA device (the export helper moves feeds to cuda)")
+    model = model.cuda()
     bench.export(model, names, ["last_hidden_state"], feeds, out)
     print(f"{out}: {out.stat().st_size} bytes")
     return 0

@@ -55,7 +55,14 @@ def build(name: str):
         return torchvision.models.resnet50(weights=None).eval(), ["input"], ["logits"]
     from transformers import BertConfig, BertModel
 
-    bert = BertModel(BertConfig()).eval()
+    return bert_last_hidden(BertModel(BertConfig()).eval()), [
+        "input_ids", "attention_mask", "token_type_ids"], ["last_hidden_state"]
+
+
+def bert_last_hidden(bert):
+    """`bert` as a module of (input_ids, attention_mask, token_type_ids) returning its
+    last hidden state (what the exports take as their one output)."""
+    import torch
 
     class Wrap(torch.nn.Module):
         def __init__(self, m):
@@ -66,8 +73,7 @@ def build(name: str):
             return self.m(input_ids=input_ids, attention_mask=attention_mask,
                           token_type_ids=token_type_ids).last_hidden_state
 
-    return Wrap(bert).eval(), ["input_ids", "attention_mask", "token_type_ids"], [
-        "last_hidden_state"]
+    return Wrap(bert).eval()
 
 
 def feeds_for(name: str, batch: int, half: bool):

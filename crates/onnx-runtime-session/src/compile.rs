@@ -604,7 +604,7 @@ type Placed = (
 );
 
 /// Ops whose outputs are not a function of their inputs alone: never folded.
-const NONDETERMINISTIC: &[&str] = &[
+pub(crate) const NONDETERMINISTIC: &[&str] = &[
     "RandomNormal",
     "RandomNormalLike",
     "RandomUniform",

@@ -23,21 +23,16 @@
 
 use super::rewriter::{is_op, Rewriter};
 use super::sym_shapes::D;
-use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::CpuRegistry;
-use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
+use onnx_runtime_ir::{Attribute, NodeId, ValueId};
 
 const MS: &str = "com.microsoft";
 const OP: &str = "MultiHeadAttention";
 
 /// Whether `device` runs MultiHeadAttention (and the CPU registry has it for fallbacks).
 pub(crate) fn enabled(device: Option<&dyn ExecutionProvider>, registry: &CpuRegistry) -> bool {
-    let Some(dev) = device else { return false };
-    if dev.device_id().kind != DeviceKind::Cuda {
-        return false;
-    }
-    let probe = Node::new(NodeId(0), OP, vec![], vec![]).with_domain(MS);
-    dev.supports(&probe, 1) && registry.contains(MS, OP, 1)
+    super::rewriter::device_runs(device, registry, MS, OP)
 }
 
 /// The matched nodes (removed on success) and the scale collected so far.

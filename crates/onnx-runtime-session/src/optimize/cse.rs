@@ -7,7 +7,7 @@
 //! by a subgraph.
 
 use super::rewriter::{is_op, is_pure, Rewriter};
-use onnx_runtime_ir::{Attribute, ValueId};
+use onnx_runtime_ir::{Attribute, NodeId, ValueId};
 use std::collections::HashMap;
 
 /// Constants of at most this many elements are compared by content.
@@ -17,7 +17,7 @@ const SMALL: usize = 64;
 pub(crate) fn merge_duplicates(rw: &mut Rewriter<'_>) -> bool {
     let mut canon: HashMap<ValueId, ValueId> = HashMap::new();
     let mut by_content: HashMap<String, ValueId> = HashMap::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut seen: HashMap<String, NodeId> = HashMap::new();
     let mut merged = 0;
     // Initializers compared by content.
     let small: Vec<(ValueId, String)> =
@@ -68,16 +68,17 @@ pub(crate) fn merge_duplicates(rw: &mut Rewriter<'_>) -> bool {
                 if outputs.iter().any(|&o| rw.is_pinned(o)) {
                     continue;
                 }
-                let reps = rw.node(onnx_runtime_ir::NodeId(first)).outputs.clone();
+                let reps = rw.node(first).outputs.clone();
                 for (o, r) in outputs.into_iter().zip(reps) {
                     canon.insert(o, r);
                     rw.replace_uses(o, r);
                 }
                 rw.remove(id);
+                rw.count("common_subexpression");
                 merged += 1;
             }
             None => {
-                seen.insert(key, id.0);
+                seen.insert(key, id);
             }
         }
     }
@@ -88,8 +89,5 @@ pub(crate) fn merge_duplicates(rw: &mut Rewriter<'_>) -> bool {
         }
     }
     rw.refresh();
-    for _ in 0..merged {
-        rw.count("common_subexpression");
-    }
     merged > 0
 }

@@ -74,7 +74,7 @@ pub struct OptimizeReport {
 type Pass = fn(&mut Rewriter<'_>, NodeId) -> bool;
 
 /// Pass groups in order; each runs to a fixed point before the next starts.
-fn groups(level: OptimizationLevel, device: DevicePasses) -> Vec<Vec<Pass>> {
+fn groups(level: OptimizationLevel, device: Passes) -> Vec<Vec<Pass>> {
     let mut g: Vec<Vec<Pass>> = Vec::new();
     if device.standard && level >= OptimizationLevel::Basic {
         g.push(vec![noop::remove_noop]);
@@ -115,7 +115,7 @@ fn groups(level: OptimizationLevel, device: DevicePasses) -> Vec<Vec<Pass>> {
 /// Which rewrites a sweep runs: the standard ones, and the device-only ones a session's
 /// provider takes.
 #[derive(Clone, Copy, Debug, Default)]
-struct DevicePasses {
+struct Passes {
     /// The rewrites every session gets (no-op removal, folds, fusions into standard and
     /// `com.microsoft` ops, MatMulBias).
     standard: bool,
@@ -130,14 +130,14 @@ struct DevicePasses {
     attention: bool,
 }
 
-impl DevicePasses {
+impl Passes {
     fn for_device(
         level: OptimizationLevel,
         registry: &CpuRegistry,
         device: Option<&dyn ExecutionProvider>,
     ) -> Self {
         let all = level >= OptimizationLevel::All;
-        DevicePasses {
+        Passes {
             standard: false,
             chains: all && elementwise_chain::enabled(device, registry),
             nbits_glu: all && nbits_glu::enabled(device, registry),
@@ -149,7 +149,7 @@ impl DevicePasses {
     /// The rewrites that read the graph as written: the standard ones and the attention
     /// fusion.
     fn first_stage(self) -> Self {
-        DevicePasses {
+        Passes {
             standard: true,
             attention: self.attention,
             ..Default::default()
@@ -158,7 +158,7 @@ impl DevicePasses {
 
     /// The device-only rewrites that see converted types.
     fn second_stage(self) -> Self {
-        DevicePasses {
+        Passes {
             standard: false,
             attention: false,
             ..self
@@ -185,9 +185,9 @@ pub fn optimize_for_device(
     registry: &CpuRegistry,
     device: Option<&dyn ExecutionProvider>,
 ) -> OptimizeReport {
-    let passes = DevicePasses {
+    let passes = Passes {
         standard: true,
-        ..DevicePasses::for_device(level, registry, device)
+        ..Passes::for_device(level, registry, device)
     };
     run_passes(graph, level, registry, passes)
 }
@@ -203,7 +203,7 @@ pub(crate) fn optimize_around<R, E>(
     device: Option<&dyn ExecutionProvider>,
     convert: impl FnOnce(&mut Graph) -> Result<R, E>,
 ) -> Result<(OptimizeReport, R), E> {
-    let passes = DevicePasses::for_device(level, registry, device);
+    let passes = Passes::for_device(level, registry, device);
     let first = run_passes(graph, level, registry, passes.first_stage());
     let converted = convert(graph)?;
     let second = run_passes(graph, level, registry, passes.second_stage());
@@ -219,7 +219,7 @@ fn run_passes(
     graph: &mut Graph,
     level: OptimizationLevel,
     registry: &CpuRegistry,
-    passes: DevicePasses,
+    passes: Passes,
 ) -> OptimizeReport {
     let mut report = OptimizeReport {
         nodes_before: count_nodes(graph),
@@ -255,7 +255,7 @@ fn optimize_graph(
     level: OptimizationLevel,
     registry: &CpuRegistry,
     opset: u64,
-    passes: DevicePasses,
+    passes: Passes,
     applied: &mut BTreeMap<&'static str, usize>,
     domains: &mut BTreeSet<&'static str>,
 ) {

@@ -6,9 +6,9 @@
 //! node; the CPU provider has it too (the two products, then the epilogue), for fallbacks.
 
 use super::rewriter::{is_op, other_input, Rewriter};
-use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::INTERNAL_DOMAIN;
-use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
+use onnx_runtime_ir::{Attribute, NodeId, ValueId};
 
 pub(crate) const OP: &str = "MatMulNBitsSiluMul";
 const MS: &str = "com.microsoft";
@@ -21,12 +21,7 @@ pub(crate) fn enabled(
     device: Option<&dyn ExecutionProvider>,
     registry: &onnx_runtime_ep_cpu::CpuRegistry,
 ) -> bool {
-    let Some(dev) = device else { return false };
-    if dev.device_id().kind != DeviceKind::Cuda {
-        return false;
-    }
-    let probe = Node::new(NodeId(0), OP, vec![], vec![]).with_domain(INTERNAL_DOMAIN);
-    dev.supports(&probe, 1) && registry.contains(INTERNAL_DOMAIN, OP, 1)
+    super::rewriter::device_runs(device, registry, INTERNAL_DOMAIN, OP)
 }
 
 /// The MatMulNBits producing `v` (read only by `reader`) as (node, A, [B, scales, zero

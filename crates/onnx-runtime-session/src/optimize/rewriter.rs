@@ -2,6 +2,7 @@
 //! value, which values must keep their identity (graph outputs, values subgraphs read by
 //! name), constant lookup, and node removal that the driver compacts at the end.
 
+use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
 use onnx_runtime_ep_cpu::CpuRegistry;
 use onnx_runtime_ir::{Attribute, DataType, Graph, Node, NodeId, TensorData, ValueId, ValueType};
 use std::collections::{BTreeMap, BTreeSet};
@@ -562,30 +563,34 @@ impl<'g> Rewriter<'g> {
     }
 }
 
-/// Whether `node` is `op` of the default ONNX domain.
 /// A node whose only effect is its outputs: one of the default domain that is neither
-/// control flow nor random, without subgraphs.
+/// random ([`crate::compile::NONDETERMINISTIC`]) nor control flow (no subgraphs).
 pub(crate) fn is_pure(node: &Node) -> bool {
-    const EFFECTS: &[&str] = &[
-        "If",
-        "Loop",
-        "Scan",
-        "RandomNormal",
-        "RandomNormalLike",
-        "RandomUniform",
-        "RandomUniformLike",
-        "Multinomial",
-        "Bernoulli",
-        "Dropout",
-    ];
     node.normalized_domain().is_empty()
-        && !EFFECTS.contains(&node.op_type.as_str())
+        && !crate::compile::NONDETERMINISTIC.contains(&node.op_type.as_str())
         && !node
             .attributes
             .values()
             .any(|a| matches!(a, Attribute::Graph(_) | Attribute::Graphs(_)))
 }
 
+/// Whether a session on `device` gets a fusion into `domain:op`: a CUDA device that runs
+/// it, with the CPU provider's kernel in `registry` to fall back on.
+pub(crate) fn device_runs(
+    device: Option<&dyn ExecutionProvider>,
+    registry: &CpuRegistry,
+    domain: &str,
+    op: &str,
+) -> bool {
+    let Some(dev) = device else { return false };
+    if dev.device_id().kind != DeviceKind::Cuda {
+        return false;
+    }
+    let probe = Node::new(NodeId(0), op, vec![], vec![]).with_domain(domain);
+    dev.supports(&probe, 1) && registry.contains(domain, op, 1)
+}
+
+/// Whether `node` is `op` of the default ONNX domain.
 pub(crate) fn is_op(node: &Node, op: &str) -> bool {
     node.op_type == op && node.normalized_domain().is_empty()
 }

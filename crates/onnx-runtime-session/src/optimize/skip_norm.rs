@@ -9,27 +9,16 @@
 //! input, so a pair that broadcasts either way is left alone.
 
 use super::rewriter::{is_op, Rewriter};
-use super::sym_shapes::D;
-use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::CpuRegistry;
-use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
+use onnx_runtime_ir::{Attribute, NodeId, ValueId};
 
 const MS: &str = "com.microsoft";
 const OP: &str = "SkipLayerNormalization";
 
 /// Whether `device` runs SkipLayerNormalization (and the CPU registry has it for fallbacks).
 pub(crate) fn enabled(device: Option<&dyn ExecutionProvider>, registry: &CpuRegistry) -> bool {
-    let Some(dev) = device else { return false };
-    if dev.device_id().kind != DeviceKind::Cuda {
-        return false;
-    }
-    let probe = Node::new(NodeId(0), OP, vec![], vec![]).with_domain(MS);
-    dev.supports(&probe, 1) && registry.contains(MS, OP, 1)
-}
-
-/// The dimensions of `v` ([`super::sym_shapes`]).
-fn known_dims(rw: &mut Rewriter<'_>, v: ValueId) -> Option<Vec<D>> {
-    rw.sym_dims(v)
+    super::rewriter::device_runs(device, registry, MS, OP)
 }
 
 /// LayerNormalization(Add(a, b), gamma, beta?) over the last axis, with the Add's output read
@@ -77,10 +66,10 @@ pub(crate) fn fuse_skip_layer_norm(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
     let (Some(a), Some(b)) = (an.inputs[0], an.inputs[1]) else {
         return false;
     };
-    let Some(dims) = known_dims(rw, a) else {
+    let Some(dims) = rw.sym_dims(a) else {
         return false;
     };
-    if dims.is_empty() || known_dims(rw, b).as_ref() != Some(&dims) {
+    if dims.is_empty() || rw.sym_dims(b).as_ref() != Some(&dims) {
         return false;
     }
     let rank = dims.len() as i64;
@@ -90,7 +79,7 @@ pub(crate) fn fuse_skip_layer_norm(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
     // gamma and beta: 1-D of the hidden width when the graph says so.
     let hidden = dims.last().cloned();
     for v in [Some(gamma), beta].into_iter().flatten() {
-        match known_dims(rw, v) {
+        match rw.sym_dims(v) {
             Some(d) if d.len() == 1 && Some(&d[0]) == hidden.as_ref() => {}
             _ => return false,
         }

@@ -36,7 +36,7 @@ use dtypes::{is_float, keeps_dtype};
 use emit::emit;
 use grouping::{cyclic_group, reads, topo, Ctx};
 use members::{elem, small_const, Elem};
-use onnx_runtime_ep_api::{DeviceKind, ExecutionProvider};
+use onnx_runtime_ep_api::ExecutionProvider;
 use onnx_runtime_ep_cpu::ops::math::fused_elementwise::OP;
 use onnx_runtime_ep_cpu::{CpuRegistry, INTERNAL_DOMAIN};
 use onnx_runtime_ir::{DataType, Graph, Node, NodeId, ValueId};
@@ -47,12 +47,7 @@ const MS: &str = "com.microsoft";
 /// Whether sessions on `device` get fused chains: a CUDA device that runs `FusedElementwise`,
 /// with the CPU kernel in `registry` to fall back on.
 pub(crate) fn enabled(device: Option<&dyn ExecutionProvider>, registry: &CpuRegistry) -> bool {
-    let Some(dev) = device else { return false };
-    if dev.device_id().kind != DeviceKind::Cuda {
-        return false;
-    }
-    let probe = Node::new(NodeId(0), OP, vec![], vec![]).with_domain(INTERNAL_DOMAIN);
-    dev.supports(&probe, 1) && registry.contains(INTERNAL_DOMAIN, OP, 1)
+    super::rewriter::device_runs(device, registry, INTERNAL_DOMAIN, OP)
 }
 
 /// Fuses the chains of `rw`'s graph; true when it fused any.

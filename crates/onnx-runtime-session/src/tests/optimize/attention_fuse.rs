@@ -26,6 +26,13 @@ fn device() -> Arc<dyn ExecutionProvider> {
     Arc::new(ChainDevice(DeviceKind::Cuda, OPS))
 }
 
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
+}
+
 fn count(ops: &[String], op: &str) -> usize {
     ops.iter().filter(|o| o.as_str() == op).count()
 }
@@ -108,42 +115,26 @@ fn an_exported_encoder_fuses_its_attention_and_residual_norms() {
 fn the_fused_encoder_matches_the_unfused_one_with_padding() {
     for batch in [1, 2] {
         let f = feeds(batch);
-        let run = |options: SessionOptions| {
-            Session::from_model(fixture(), options)
-                .unwrap()
-                .run(&f)
-                .unwrap()
-        };
-        let want = run(SessionOptions {
-            optimization: OptimizationLevel::None,
-            ..Default::default()
-        });
-        let got = run(SessionOptions {
-            device: Some(device()),
-            ..Default::default()
-        });
+        let graph = fixture().graph;
+        let (want, got) = unfused_and_on_device(&graph, &f, device());
         let (ws, w) = out_f32(&want, 0);
         let (gs, g) = out_f32(&got, 0);
         assert_eq!(ws, [batch, 16, 64]);
         assert_eq!(ws, gs);
-        let err = w
-            .iter()
-            .zip(&g)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
+        let err = max_abs_diff(&w, &g);
         assert!(err < 1e-4, "batch {batch}: max |fused - unfused| {err}");
         // In half precision the fusions happen before the conversion.
-        let half = run(SessionOptions {
-            device: Some(device()),
-            precision: Precision::Float16,
-            ..Default::default()
-        });
+        let half = run_graph(
+            &graph,
+            &f,
+            SessionOptions {
+                device: Some(device()),
+                precision: Precision::Float16,
+                ..Default::default()
+            },
+        );
         let (_, h) = out_f32(&half, 0);
-        let err = w
-            .iter()
-            .zip(&h)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
+        let err = max_abs_diff(&w, &h);
         assert!(err < 5e-2, "batch {batch}: max |fp16 fused - fp32| {err}");
     }
 }

@@ -42,6 +42,41 @@ pub(crate) fn ops_after_with(
         .collect()
 }
 
+/// Runs `g` on `feeds` in a session built with `options`.
+pub(crate) fn run_graph(
+    g: &Graph,
+    feeds: &[(&str, Value)],
+    options: SessionOptions,
+) -> Vec<(String, Value)> {
+    Session::from_graph(g, options).unwrap().run(feeds).unwrap()
+}
+
+/// Runs `g` on `feeds` unoptimized on the CPU (the reference) and optimized for `device`
+/// (the fused nodes its stand-in refuses run on the CPU kernels): (reference, optimized).
+pub(crate) fn unfused_and_on_device(
+    g: &Graph,
+    feeds: &[(&str, Value)],
+    device: std::sync::Arc<dyn onnx_runtime_ep_api::ExecutionProvider>,
+) -> (Vec<(String, Value)>, Vec<(String, Value)>) {
+    let want = run_graph(
+        g,
+        feeds,
+        SessionOptions {
+            optimization: OptimizationLevel::None,
+            ..Default::default()
+        },
+    );
+    let got = run_graph(
+        g,
+        feeds,
+        SessionOptions {
+            device: Some(device),
+            ..Default::default()
+        },
+    );
+    (want, got)
+}
+
 /// Runs `b` unoptimized and at `level` on `feeds`; every output must agree within
 /// `atol + rtol * |reference|`. Returns the optimized op list.
 pub(crate) fn check_same(

@@ -94,20 +94,7 @@ fn gated_nbits_products_fuse_for_a_cuda_device_and_match() {
         ("x", rand_input(&[2, K], 5)),
         ("x2", rand_input(&[2, K], 6)),
     ];
-    let run = |options: SessionOptions| {
-        Session::from_graph(&b.g, options)
-            .unwrap()
-            .run(&feeds)
-            .unwrap()
-    };
-    let want = run(SessionOptions {
-        optimization: OptimizationLevel::None,
-        ..Default::default()
-    });
-    let got = run(SessionOptions {
-        device: Some(device()),
-        ..Default::default()
-    });
+    let (want, got) = unfused_and_on_device(&b.g, &feeds, device());
     let (_, w) = out_f32(&want, 0);
     let (shape, g) = out_f32(&got, 0);
     assert_eq!(shape, [2, N]);

@@ -69,20 +69,7 @@ fn check_against_unfused(b: &G, x: &[usize], r: &[usize]) {
         ("x", f32t(x, &rand_f32(n(x), 11))),
         ("r", f32t(r, &rand_f32(n(r), 12))),
     ];
-    let run = |options: SessionOptions| {
-        Session::from_graph(&b.g, options)
-            .unwrap()
-            .run(&feeds)
-            .unwrap()
-    };
-    let want = run(SessionOptions {
-        optimization: OptimizationLevel::None,
-        ..Default::default()
-    });
-    let got = run(SessionOptions {
-        device: Some(device()),
-        ..Default::default()
-    });
+    let (want, got) = unfused_and_on_device(&b.g, &feeds, device());
     assert_eq!(want.len(), got.len());
     for i in 0..want.len() {
         let (ws, w) = out_f32(&want, i);
