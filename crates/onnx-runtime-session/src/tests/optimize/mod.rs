@@ -42,12 +42,11 @@ pub(crate) fn ops_after_with(
         .collect()
 }
 
+/// A run's named outputs.
+pub(crate) type Outputs = Vec<(String, Value)>;
+
 /// Runs `g` on `feeds` in a session built with `options`.
-pub(crate) fn run_graph(
-    g: &Graph,
-    feeds: &[(&str, Value)],
-    options: SessionOptions,
-) -> Vec<(String, Value)> {
+pub(crate) fn run_graph(g: &Graph, feeds: &[(&str, Value)], options: SessionOptions) -> Outputs {
     Session::from_graph(g, options).unwrap().run(feeds).unwrap()
 }
 
@@ -57,7 +56,7 @@ pub(crate) fn unfused_and_on_device(
     g: &Graph,
     feeds: &[(&str, Value)],
     device: std::sync::Arc<dyn onnx_runtime_ep_api::ExecutionProvider>,
-) -> (Vec<(String, Value)>, Vec<(String, Value)>) {
+) -> (Outputs, Outputs) {
     let want = run_graph(
         g,
         feeds,
