@@ -59,6 +59,8 @@ mod loss;
 mod movement;
 #[path = "gpu/nbits.rs"]
 mod nbits;
+#[path = "gpu/nbits_norm.rs"]
+mod nbits_norm;
 #[path = "gpu/nms.rs"]
 mod nms;
 #[path = "gpu/norm.rs"]

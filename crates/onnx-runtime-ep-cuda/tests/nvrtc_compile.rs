@@ -1,6 +1,8 @@
 //! Compiles every kernel module variant with NVRTC to CUBIN for sm_90. Needs no GPU, only the
 //! NVRTC library (and the CUDA fp16/bf16 headers): `pip install -r scripts/requirements-test.txt`.
 //! Without NVRTC the test is skipped with a message, except under CI=true, where it fails.
+//! `NVRTC_MODULES=attention,nbits_gemv` compiles only the modules whose names start so (a
+//! quick check of a changed kernel).
 
 use onnx_runtime_ep_cuda::compiler::{compile_cubin, nvrtc_version};
 use onnx_runtime_ep_cuda::libs;
@@ -15,12 +17,17 @@ fn every_kernel_module_compiles_to_cubin_for_sm90() {
         return;
     }
     let version = nvrtc_version().expect("NVRTC version");
-    let modules = all_modules();
+    let mut modules = all_modules();
     assert!(
         modules.len() >= 18,
         "expected every variant, got {}",
         modules.len()
     );
+    if let Ok(only) = std::env::var("NVRTC_MODULES") {
+        let prefixes: Vec<&str> = only.split(',').filter(|p| !p.is_empty()).collect();
+        modules.retain(|m| prefixes.iter().any(|p| m.name.starts_with(p)));
+        assert!(!modules.is_empty(), "no module matches NVRTC_MODULES={only}");
+    }
     // Modules compile independently: spread them over the cores (NVRTC compiles one module
     // per call on one thread).
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());

@@ -44,6 +44,7 @@ struct AttnParams {
   // smooth softmax, logit 0) that joins the softmax denominator.
   const void *sink;
   void *part;        // split partials (ACC): O [splits][rows][dv], then (m, l) [splits][rows][2]
+  u32 *count;        // per (tile, batch x kv head) finished splits (null: attn_combine merges)
   u32 *err;
   double scale, softcap, filter;
   i32 b, hq, hkv, group;
@@ -289,4 +290,71 @@ __device__ __forceinline__ ACC *part_o(const AttnParams &p, int split, i64 gidx)
 __device__ __forceinline__ ACC *part_ml(const AttnParams &p, int split, i64 gidx) {
   const i64 rows = (i64)p.b * p.hq * p.sq;
   return (ACC *)p.part + (i64)p.splits * rows * p.dv + ((i64)split * rows + gidx) * 2;
+}
+
+// Merges the split partials of row `row` ((b * hq + h) * sq + i) into the output: one warp,
+// `wts` a warp's 64 scratch weights. Reads go through L2 (__ldcg): other blocks wrote them in
+// this launch when a kernel merges its own splits.
+__device__ __forceinline__ void combine_row(const AttnParams &p, i64 row, ACC *wts) {
+  const int lane = threadIdx.x & 31;
+  const int i = (int)(row % p.sq);
+  const i64 bh = row / p.sq;
+  const int h = (int)(bh % p.hq), bi = (int)(bh / p.hq);
+  ACC mx = neg_inf<ACC>();
+  for (int s = lane; s < p.splits; s += 32) {
+    const ACC ms = __ldcg(part_ml(p, s, row));
+    mx = ms > mx ? ms : mx;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const ACC other = __shfl_xor_sync(0xffffffffu, mx, off);
+    mx = other > mx ? other : mx;
+  }
+  ACC total = (ACC)0;
+  for (int s = lane; s < p.splits; s += 32) {
+    const ACC *ml = part_ml(p, s, row);
+    const ACC m0 = __ldcg(ml);
+    const ACC w = (mx == neg_inf<ACC>() || m0 == neg_inf<ACC>()) ? (ACC)0 : att_exp(m0 - mx);
+    wts[s] = w;
+    total += w * __ldcg(ml + 1);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
+  __syncwarp();
+  const ACC inv = total > (ACC)0 ? (ACC)1 / total : (ACC)0;
+  T *orow = (T *)p.out + (i64)bi * p.ob + (i64)h * p.oh + (i64)i * p.os;
+  for (int c = lane; c < p.dv; c += 32) {
+    ACC acc = (ACC)0;
+    for (int s = 0; s < p.splits; ++s) {
+      const ACC w = wts[s];
+      if (w != (ACC)0) acc += w * __ldcg(part_o(p, s, row) + c);
+    }
+    orow[(i64)c * p.oc] = Narrow<T>::from(acc * inv);
+  }
+  __syncwarp();
+}
+
+// A split kernel's own merge (p.count set): once a block has written its partials, the last
+// block of its (tile, batch x kv head) to finish merges every split of the tile's `nrows`
+// rows and sets the counter back to zero for the next launch (or graph replay). Every thread
+// of the block calls it.
+__device__ __forceinline__ void split_finish(const AttnParams &p, const RowInfo *rows,
+                                             int nrows) {
+  __shared__ int last;
+  __shared__ ACC wts[4][64];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence(); // this block's partials before its count
+    u32 *cnt = p.count + ((i64)blockIdx.y * gridDim.x + blockIdx.x);
+    const u32 done = atomicAdd(cnt, 1u) + 1u;
+    last = done == (u32)p.splits;
+    if (last) *cnt = 0u; // every split has counted: the next launch starts from zero
+    __threadfence();
+  }
+  __syncthreads();
+  if (!last) return;
+  const int warp = threadIdx.x >> 5, nw = min((int)(blockDim.x >> 5), 4);
+  if (warp >= nw) return;
+  for (int r = warp; r < nrows; r += nw)
+    if (rows[r].valid) combine_row(p, rows[r].gidx, wts[warp]);
 }

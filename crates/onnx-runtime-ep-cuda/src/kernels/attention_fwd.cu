@@ -416,6 +416,7 @@ template <int DP> __device__ __forceinline__ void attn_dec(const AttnParams &p) 
         if (f0 + 1 < p.dv) orow[(i64)(f0 + 1) * p.oc] = Narrow<T>::from(o[i][1] * inv);
       }
     }
+    if (p.splits > 1 && p.count != nullptr) split_finish(p, rows, nrows);
   }
 }
 
@@ -432,43 +433,11 @@ DEC(256)
 // Merges the split partials: one warp per output row (b, h, i), four rows per block.
 extern "C" __global__ void __launch_bounds__(128) attn_combine(AttnParams p) {
   __shared__ ACC wts[4][64];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
   const i64 rows = (i64)p.b * p.hq * p.sq;
   const i64 row = (i64)blockIdx.x * 4 + warp;
   if (row >= rows) return;
-  const int i = (int)(row % p.sq);
-  const i64 bh = row / p.sq;
-  const int h = (int)(bh % p.hq), bi = (int)(bh / p.hq);
-  ACC mx = neg_inf<ACC>();
-  for (int s = lane; s < p.splits; s += 32) {
-    const ACC ms = part_ml(p, s, row)[0];
-    mx = ms > mx ? ms : mx;
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const ACC other = __shfl_xor_sync(0xffffffffu, mx, off);
-    mx = other > mx ? other : mx;
-  }
-  ACC total = (ACC)0;
-  for (int s = lane; s < p.splits; s += 32) {
-    const ACC *ml = part_ml(p, s, row);
-    const ACC w = (mx == neg_inf<ACC>() || ml[0] == neg_inf<ACC>()) ? (ACC)0 : att_exp(ml[0] - mx);
-    wts[warp][s] = w;
-    total += w * ml[1];
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
-  __syncwarp();
-  const ACC inv = total > (ACC)0 ? (ACC)1 / total : (ACC)0;
-  T *orow = (T *)p.out + (i64)bi * p.ob + (i64)h * p.oh + (i64)i * p.os;
-  for (int c = lane; c < p.dv; c += 32) {
-    ACC acc = (ACC)0;
-    for (int s = 0; s < p.splits; ++s) {
-      const ACC w = wts[warp][s];
-      if (w != (ACC)0) acc += w * part_o(p, s, row)[c];
-    }
-    orow[(i64)c * p.oc] = Narrow<T>::from(acc * inv);
-  }
+  combine_row(p, row, wts[warp]);
 }
 
 // The scores output [b, hq, sq, t]: mode 0 the scaled (and soft-capped) Q K^T, 1 after the

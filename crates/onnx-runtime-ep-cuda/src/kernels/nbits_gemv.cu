@@ -40,6 +40,16 @@ struct NqGemv {
   const u8 *b2;
   const void *scales2;
   const u8 *zp2;
+  // The _norm variants (the internal NormMatMulNBits): A = rms_norm(x (+ skip (+ nbias))) *
+  // gamma, computed by every block into shared memory (m rows of K, x and skip rows at a_rs);
+  // block 0 writes the rounded sum x + skip (+ nbias) to sum_out (row stride sum_rs) when set.
+  const void *skip;
+  const void *gamma;
+  const void *nbias;
+  void *sum_out;
+  i64 sum_rs;
+  float eps;
+  i32 _pad;
 };
 
 template <typename T> struct NqType;
@@ -143,8 +153,73 @@ __device__ __forceinline__ void nq_step(float (&acc)[4], const NqLoad &ld, int w
   }
 }
 
-// G: the GLU variant (two weight sets, silu(first) * second in the epilogue).
-template <typename T, int R, bool G> __device__ void nq_gemv(const NqGemv &p) {
+// The _norm variants' prologue: rows 0..m-1 of A, normalized as SkipSimplifiedLayerNorm /
+// SimplifiedLayerNorm would (the sum rounded to T, its mean square in float, the statistics
+// in double, the product with gamma rounded to T), into sA ([m][K] of T, 16-byte aligned).
+// Every thread of the block calls it; the sum of squares is reduced in a fixed order, so runs
+// give the same bytes.
+template <typename T> __device__ void nq_norm_rows(const NqGemv &p, T *sA, float *red) {
+  const int K = p.kc * 32, C = K / 8; // 16-byte groups of a row
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int r = 0; r < p.m; ++r) {
+    const T *xr = reinterpret_cast<const T *>(p.a) + (i64)r * p.a_rs;
+    const T *sr = p.skip != nullptr ? reinterpret_cast<const T *>(p.skip) + (i64)r * p.a_rs
+                                    : nullptr;
+    uint4 *ar = reinterpret_cast<uint4 *>(sA + (i64)r * K);
+    float ss = 0.f;
+    for (int c = tid; c < C; c += NQ_THREADS) {
+      uint4 xv = __ldg(reinterpret_cast<const uint4 *>(xr) + c);
+      if (sr != nullptr) {
+        const uint4 sv = __ldg(reinterpret_cast<const uint4 *>(sr) + c);
+        uint4 bv = make_uint4(0, 0, 0, 0);
+        if (p.nbias != nullptr) bv = __ldg(reinterpret_cast<const uint4 *>(p.nbias) + c);
+        T xe[8], se[8], be[8];
+        memcpy(&xe[0], &xv, 16);
+        memcpy(&se[0], &sv, 16);
+        memcpy(&be[0], &bv, 16);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          float v = widen(xe[e]) + widen(se[e]);
+          if (p.nbias != nullptr) v += widen(be[e]);
+          xe[e] = convert<T>(v);
+        }
+        memcpy(&xv, &xe[0], 16);
+        if (blockIdx.x == 0 && p.sum_out != nullptr)
+          reinterpret_cast<uint4 *>(reinterpret_cast<T *>(p.sum_out) + (i64)r * p.sum_rs)[c] = xv;
+      }
+      T xe[8];
+      memcpy(&xe[0], &xv, 16);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss += widen(xe[e]) * widen(xe[e]);
+      ar[c] = xv;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int w = 0; w < NQ_THREADS / 32; ++w) tot += red[w];
+    const float factor = (float)(1.0 / sqrt((double)tot / (double)K + (double)p.eps));
+    __syncthreads(); // red is reused by the next row
+    for (int c = tid; c < C; c += NQ_THREADS) {
+      const uint4 gv = __ldg(reinterpret_cast<const uint4 *>(p.gamma) + c);
+      uint4 xv = ar[c];
+      T xe[8], ge[8];
+      memcpy(&xe[0], &xv, 16);
+      memcpy(&ge[0], &gv, 16);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xe[e] = convert<T>(widen(xe[e]) * factor * widen(ge[e]));
+      memcpy(&xv, &xe[0], 16);
+      ar[c] = xv;
+    }
+  }
+  __syncthreads();
+}
+
+// G: the GLU variant (two weight sets, silu(first) * second in the epilogue); N: A is
+// normalized by the prologue into shared memory (the _norm variants).
+template <typename T, int R, bool G, bool N = false> __device__ void nq_gemv(const NqGemv &p) {
 #if __CUDA_ARCH__ >= 800
   constexpr int NS = G ? 2 : 1;      // weight sets
   constexpr int U = G ? 2 : NQ_U;    // slabs of loads in flight per set
@@ -163,11 +238,29 @@ template <typename T, int R, bool G> __device__ void nq_gemv(const NqGemv &p) {
   if (G) cols[NS - 1] = nq_cols(p.b2, p.scales2, p.zp2, p, nc);
   // This lane's rows of A (g and g + 8); a missing row reads nothing and counts as zeros.
   const bool row0 = g < p.m, row1 = R == 2 && g + 8 < p.m;
-  const uint4 *a0p = reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(p.a) +
-                                                     (i64)(row0 ? g : 0) * p.a_rs);
-  const uint4 *a1p = reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(p.a) +
-                                                     (i64)(row1 ? g + 8 : 0) * p.a_rs);
   const int slabs = (p.kc + 3) >> 2;
+  extern __shared__ __align__(16) unsigned char nq_smem[];
+  const T *abase = reinterpret_cast<const T *>(p.a);
+  i64 ars = p.a_rs;
+  if (N) {
+    // The first slabs of weights start for L2 while the prologue runs.
+    if (active) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = (kw + u * ks) * 4 + t;
+        if (j < p.kc) {
+#pragma unroll
+          for (int q = 0; q < NS; ++q)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(cols[q].brow + j));
+        }
+      }
+    }
+    nq_norm_rows<T>(p, reinterpret_cast<T *>(nq_smem), &red[0][0][0]);
+    abase = reinterpret_cast<const T *>(nq_smem);
+    ars = (i64)p.kc * 32;
+  }
+  const uint4 *a0p = reinterpret_cast<const uint4 *>(abase + (i64)(row0 ? g : 0) * ars);
+  const uint4 *a1p = reinterpret_cast<const uint4 *>(abase + (i64)(row1 ? g + 8 : 0) * ars);
 
   // The accumulator fragments: acc[q][0], acc[q][1] = row g, columns 2t, 2t + 1;
   // acc[q][2], acc[q][3] = row g + 8 (q: weight set).
@@ -196,8 +289,13 @@ template <typename T, int R, bool G> __device__ void nq_gemv(const NqGemv &p) {
         for (int wd = 0; wd < 4; ++wd) {
           // A words 4wd..4wd+3 of this lane's 32 codes: pairs (8wd + 2i, 8wd + 2i + 1).
           uint4 x0 = make_uint4(0, 0, 0, 0), x1 = make_uint4(0, 0, 0, 0);
-          if (live && row0) x0 = __ldg(a0p + 4 * j + wd);
-          if (R == 2 && live && row1) x1 = __ldg(a1p + 4 * j + wd);
+          if (N) {
+            if (live && row0) x0 = a0p[4 * j + wd];
+            if (R == 2 && live && row1) x1 = a1p[4 * j + wd];
+          } else {
+            if (live && row0) x0 = __ldg(a0p + 4 * j + wd);
+            if (R == 2 && live && row1) x1 = __ldg(a1p + 4 * j + wd);
+          }
 #pragma unroll
           for (int q = 0; q < NS; ++q) nq_step<T, R>(acc[q], ld[q][u], wd, x0, x1);
         }
@@ -210,6 +308,7 @@ template <typename T, int R, bool G> __device__ void nq_gemv(const NqGemv &p) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[q][i] = acc[q][i];
   if (ks > 1) {
+    if (N) __syncthreads(); // the prologue's reduction used red
 #pragma unroll
     for (int q = 0; q < NS; ++q)
 #pragma unroll
@@ -255,6 +354,19 @@ template <typename T, int R, bool G> __device__ void nq_gemv(const NqGemv &p) {
       nq_gemv_##TN##_r##R##_glu(NqGemv p) {                                                   \
     nq_gemv<T, R, true>(p);                                                                   \
   }
+#define NQ_GEMV_NORM(T, TN, R)                                                                \
+  extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
+      nq_gemv_##TN##_r##R##_norm(NqGemv p) {                                                  \
+    nq_gemv<T, R, false, true>(p);                                                            \
+  }                                                                                           \
+  extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
+      nq_gemv_##TN##_r##R##_glu_norm(NqGemv p) {                                              \
+    nq_gemv<T, R, true, true>(p);                                                             \
+  }
+NQ_GEMV_NORM(f16, f16, 1)
+NQ_GEMV_NORM(f16, f16, 2)
+NQ_GEMV_NORM(bf16, bf16, 1)
+NQ_GEMV_NORM(bf16, bf16, 2)
 NQ_GEMV(f16, f16, 1)
 NQ_GEMV(f16, f16, 2)
 NQ_GEMV(bf16, bf16, 1)

@@ -16,13 +16,13 @@ const FLOATS: [DataType; 3] = [DataType::Float32, DataType::Float16, DataType::B
 
 /// Zero points of a case.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Zp {
+pub(super) enum Zp {
     None,
     Packed,
     Float,
 }
 
-fn nbits_node(k: usize, n: usize, bits: usize, block: usize, wired: &[bool]) -> Node {
+pub(super) fn nbits_node(k: usize, n: usize, bits: usize, block: usize, wired: &[bool]) -> Node {
     let mut nd = node(
         "MatMulNBits",
         wired.len(),
@@ -46,7 +46,7 @@ fn nbits_node(k: usize, n: usize, bits: usize, block: usize, wired: &[bool]) -> 
 
 /// Random MatMulNBits inputs: A `[a_lead.., K]`, B, scales, zero points, (no g_idx), bias.
 #[allow(clippy::too_many_arguments)]
-fn nbits_inputs(
+pub(super) fn nbits_inputs(
     rng: &mut Rng,
     dtype: DataType,
     a_lead: &[usize],
@@ -86,7 +86,7 @@ fn nbits_inputs(
 /// Tolerances for a product over K terms (q - z) * scale * a: codes spread over 2^bits values,
 /// scales in [0.005, 0.05), A in [-1, 1), so a typical output is about
 /// sqrt(K) * 2^(bits-1) / sqrt(3) * 0.03 * 0.58.
-fn tolerances(dtype: DataType, k: usize, bits: usize) -> (f64, f64) {
+pub(super) fn tolerances(dtype: DataType, k: usize, bits: usize) -> (f64, f64) {
     let typical = (k as f64).sqrt() * (1u32 << (bits - 1)) as f64 * 0.01;
     match dtype {
         DataType::Float32 => (1e-4, 1e-4 * typical),

@@ -3,8 +3,9 @@
 //! chains of element-wise ops fused into single `com.microsoft` kernels, and MatMul with its
 //! bias and activation into the CPU provider's internal `MatMulBias`. For a session on a CUDA
 //! device ([`optimize_for_device`]) gated MatMulNBits pairs (LLM feed-forwards) become the
-//! internal `MatMulNBitsSiluMul`, and the remaining chains of element-wise nodes then become
-//! internal `FusedElementwise` nodes, one generated kernel each.
+//! internal `MatMulNBitsSiluMul`, RMS norms fold into the MatMulNBits products that read them
+//! (`NormMatMulNBits`), and the remaining chains of element-wise nodes then become internal
+//! `FusedElementwise` nodes, one generated kernel each.
 //!
 //! Every rewrite fires only when it computes the same function: its constants are
 //! constants (initializers that are not graph inputs, `Constant`/`ConstantOfShape` nodes,
@@ -21,6 +22,7 @@ mod elementwise_chain;
 mod matmul_fuse;
 mod nbits_glu;
 mod noop;
+mod norm_nbits;
 mod rewriter;
 mod shapes;
 mod skip_norm;
@@ -105,6 +107,9 @@ fn groups(level: OptimizationLevel, device: Passes) -> Vec<Vec<Pass>> {
         if device.nbits_glu {
             g.push(vec![nbits_glu::fuse_nbits_silu_mul]);
         }
+        if device.norm_nbits {
+            g.push(vec![norm_nbits::fuse_norm_nbits]);
+        }
         if device.skip_norm {
             g.push(vec![skip_norm::fuse_skip_layer_norm]);
         }
@@ -123,6 +128,8 @@ struct Passes {
     chains: bool,
     /// Gated MatMulNBits pairs into `MatMulNBitsSiluMul`.
     nbits_glu: bool,
+    /// RMS norms into the MatMulNBits products that read them (`NormMatMulNBits`).
+    norm_nbits: bool,
     /// Residual Add then LayerNormalization into `com.microsoft` SkipLayerNormalization.
     skip_norm: bool,
     /// Written-out scaled dot-product attention into `com.microsoft` MultiHeadAttention
@@ -141,6 +148,7 @@ impl Passes {
             standard: false,
             chains: all && elementwise_chain::enabled(device, registry),
             nbits_glu: all && nbits_glu::enabled(device, registry),
+            norm_nbits: all && norm_nbits::enabled(device, registry),
             skip_norm: all && skip_norm::enabled(device, registry),
             attention: all && attention_fuse::enabled(device, registry),
         }

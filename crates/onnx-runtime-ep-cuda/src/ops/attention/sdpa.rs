@@ -66,6 +66,7 @@ pub struct AttnParams {
     pub seqlens: CuPtr,
     pub sink: CuPtr,
     pub part: CuPtr,
+    pub count: CuPtr,
     pub err: CuPtr,
     pub scale: f64,
     pub softcap: f64,
@@ -395,6 +396,21 @@ impl Scratch {
         blocks.push((ptr, cap));
         Ok(ptr)
     }
+
+    /// As [`Scratch::get`], zero-filled when it is (re)allocated: for counters the kernels
+    /// set back to zero themselves.
+    pub fn get_zeroed(&self, base: &Base, bytes: usize, what: &str) -> EpResult<CuPtr> {
+        let fresh = {
+            let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+            !matches!(blocks.last(), Some(&(_, cap)) if cap >= bytes)
+        };
+        let ptr = self.get(base, bytes, what)?;
+        if fresh {
+            // SAFETY: `ptr` holds at least `bytes` bytes (just allocated for them).
+            unsafe { self.rt.htod(&vec![0u8; bytes.max(256)], ptr)? };
+        }
+        Ok(ptr)
+    }
 }
 
 impl Drop for Scratch {
@@ -411,6 +427,8 @@ impl Drop for Scratch {
 pub struct Sdpa {
     fns: HashMap<DataType, Fns>,
     split: Scratch,
+    /// The decode kernel's per (batch x kv head) split counters (it merges its own splits).
+    counters: Scratch,
 }
 
 /// Converts a size to the kernels' 32-bit ints.
@@ -484,6 +502,7 @@ impl Sdpa {
         Ok(Sdpa {
             fns,
             split: Scratch::new(&base.rt),
+            counters: Scratch::new(&base.rt),
         })
     }
 

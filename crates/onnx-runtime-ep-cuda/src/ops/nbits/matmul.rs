@@ -85,7 +85,7 @@ struct NbGemv {
 }
 
 /// Threads of a tensor-core GEMV block (mirrors `NQ_THREADS`); a warp covers 8 columns.
-const NQ_THREADS: u32 = 256;
+pub(super) const NQ_THREADS: u32 = 256;
 
 /// Warps per SM the tensor-core GEMV aims for (3 resident blocks of 8 warps) before it splits K.
 const NQ_WARPS_PER_SM: usize = 24;
@@ -93,26 +93,33 @@ const NQ_WARPS_PER_SM: usize = 24;
 /// Mirrors `NqGemv` in nbits_gemv.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct NqGemv {
-    a: u64,
-    b: u64,
-    scales: u64,
-    zp: u64,
-    bias: u64,
-    y: u64,
-    a_rs: i64,
-    y_rs: i64,
-    m: i32,
-    n: i32,
-    kc: i32,
-    kb: i32,
-    row_bytes: i32,
-    zrow: i32,
-    blk_shift: i32,
-    ks: i32,
-    b2: u64,
-    scales2: u64,
-    zp2: u64,
+pub(super) struct NqGemv {
+    pub(super) a: u64,
+    pub(super) b: u64,
+    pub(super) scales: u64,
+    pub(super) zp: u64,
+    pub(super) bias: u64,
+    pub(super) y: u64,
+    pub(super) a_rs: i64,
+    pub(super) y_rs: i64,
+    pub(super) m: i32,
+    pub(super) n: i32,
+    pub(super) kc: i32,
+    pub(super) kb: i32,
+    pub(super) row_bytes: i32,
+    pub(super) zrow: i32,
+    pub(super) blk_shift: i32,
+    pub(super) ks: i32,
+    pub(super) b2: u64,
+    pub(super) scales2: u64,
+    pub(super) zp2: u64,
+    pub(super) skip: u64,
+    pub(super) gamma: u64,
+    pub(super) nbias: u64,
+    pub(super) sum_out: u64,
+    pub(super) sum_rs: i64,
+    pub(super) eps: f32,
+    pub(super) _pad: i32,
 }
 
 /// Mirrors `NbDequant` in nbits_dequant.cu.
@@ -149,14 +156,14 @@ enum Zp {
 
 /// One weight set of a call: B, scales and zero points (device addresses, checked).
 #[derive(Clone, Copy, Debug)]
-struct Weights {
-    b: CuPtr,
-    scales: CuPtr,
+pub(super) struct Weights {
+    pub(super) b: CuPtr,
+    pub(super) scales: CuPtr,
     zp: Zp,
 }
 
 impl Weights {
-    fn zp_ptr(&self) -> CuPtr {
+    pub(super) fn zp_ptr(&self) -> CuPtr {
         match self.zp {
             Zp::Packed(z) => z,
             _ => 0,
@@ -171,18 +178,21 @@ struct Dest<'a> {
     strides: &'a [usize],
 }
 
-struct NBitsKernel {
+pub(super) struct NBitsKernel {
     base: Base,
     /// The internal MatMulNBitsSiluMul: a second weight set (inputs 4..6), no bias, and
     /// y = silu(A Wg^T) * (A Wu^T).
     glu: bool,
     /// `nq_gemv_<t>_r<r>_glu` by (dtype, row groups), for `glu`.
     nq_glu: HashMap<(DataType, usize), Function>,
+    /// `nq_gemv_<t>_r<r>[_glu]_norm` by (dtype, row groups): A normalized in the prologue
+    /// (the internal NormMatMulNBits).
+    pub(super) nq_norm: HashMap<(DataType, usize), Function>,
     /// `nbits_silu_mul_<t>` by dtype, for `glu` calls off the tensor-core GEMV.
     silu_mul: HashMap<DataType, Function>,
     /// The two products of such a call.
     glu_ws: Workspace,
-    k: usize,
+    pub(super) k: usize,
     n: usize,
     bits: usize,
     block: usize,
@@ -198,15 +208,15 @@ struct NBitsKernel {
 }
 
 /// What a call computes, checked.
-struct Call {
-    dtype: DataType,
+pub(super) struct Call {
+    pub(super) dtype: DataType,
     /// Rows of A (every leading axis) and the output shape.
-    m: usize,
-    out_shape: Vec<usize>,
-    w: Weights,
+    pub(super) m: usize,
+    pub(super) out_shape: Vec<usize>,
+    pub(super) w: Weights,
     /// The up product's weights (MatMulNBitsSiluMul).
-    w2: Option<Weights>,
-    bias: Option<CuPtr>,
+    pub(super) w2: Option<Weights>,
+    pub(super) bias: Option<CuPtr>,
 }
 
 impl NBitsKernel {
@@ -223,7 +233,7 @@ impl NBitsKernel {
         (self.kb() * self.bits).div_ceil(8)
     }
 
-    fn plan(&self, inputs: &[TensorView<'_>]) -> EpResult<Call> {
+    pub(super) fn plan(&self, inputs: &[TensorView<'_>]) -> EpResult<Call> {
         let base = &self.base;
         let (k, n) = (self.k, self.n);
         let a = base.req(inputs, 0)?;
@@ -420,7 +430,7 @@ impl NBitsKernel {
     /// The tensor-core GEMV launch for this call, when it qualifies: (function, grid,
     /// parameters without pointers). `a_ptr` is A's address, `a_rows` its (row stride,
     /// element stride).
-    fn nq_launch(
+    pub(super) fn nq_launch(
         &self,
         call: &Call,
         a_ptr: CuPtr,
@@ -735,7 +745,7 @@ fn is_contiguous_view(v: &TensorView<'_>) -> bool {
 }
 
 /// A's (row stride, element stride) when every leading axis folds into one row axis.
-fn row_strides(shape: &[usize], strides: &[usize]) -> Option<(i64, i64)> {
+pub(super) fn row_strides(shape: &[usize], strides: &[usize]) -> Option<(i64, i64)> {
     let r = shape.len();
     let ks = strides[r - 1] as i64;
     if r == 1 {
@@ -838,6 +848,15 @@ pub fn matmul_nbits_silu_mul(
 }
 
 fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, glu: bool) -> EpResult<Box<dyn Kernel>> {
+    Ok(Box::new(build_nbits(rt, req, glu)?))
+}
+
+/// The MatMulNBits (`glu`: MatMulNBitsSiluMul) kernel of a node.
+pub(super) fn build_nbits(
+    rt: &Arc<CudaRuntime>,
+    req: &KernelRequest<'_>,
+    glu: bool,
+) -> EpResult<NBitsKernel> {
     let nd = req.node;
     let (k, n) = (positive(nd, "K")?, positive(nd, "N")?);
     let bits = attr_int(nd, "bits")?.unwrap_or(4);
@@ -894,6 +913,7 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, glu: bool) -> EpResult<
     let mut gemv = HashMap::new();
     let mut nq = HashMap::new();
     let mut nq_glu = HashMap::new();
+    let mut nq_norm = HashMap::new();
     let mut silu_mul = HashMap::new();
     let mut dequant = HashMap::new();
     for (dtype, tag) in FLOATS {
@@ -915,6 +935,11 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, glu: bool) -> EpResult<
         if let (Some(m), DataType::Float16 | DataType::BFloat16) = (&nq_module, dtype) {
             for r in [1, 2] {
                 nq.insert((dtype, r), m.function(&format!("nq_gemv_{tag}_r{r}"))?);
+                let g = if glu { "_glu" } else { "" };
+                nq_norm.insert(
+                    (dtype, r),
+                    m.function(&format!("nq_gemv_{tag}_r{r}{g}_norm"))?,
+                );
                 if glu {
                     nq_glu.insert((dtype, r), m.function(&format!("nq_gemv_{tag}_r{r}_glu"))?);
                 }
@@ -922,10 +947,11 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, glu: bool) -> EpResult<
         }
     }
     let float = FloatEngine::new(&base)?;
-    Ok(Box::new(NBitsKernel {
+    Ok(NBitsKernel {
         ws: Workspace::new(rt),
         glu,
         nq_glu,
+        nq_norm,
         silu_mul,
         glu_ws: Workspace::new(rt),
         base,
@@ -938,7 +964,7 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, glu: bool) -> EpResult<
         dequant,
         float,
         warmed: AtomicBool::new(false),
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 mod gather;
 mod matmul;
+mod norm_matmul;
 
 use super::common::Base;
 use super::Registry;
@@ -27,6 +28,12 @@ pub fn register(r: &mut Registry) {
         "MatMulNBitsSiluMul",
         1,
         matmul::matmul_nbits_silu_mul,
+    );
+    r.register(
+        crate::ops::gemm::INTERNAL_DOMAIN,
+        norm_matmul::OP,
+        1,
+        norm_matmul::norm_matmul_nbits,
     );
     r.register(
         "com.microsoft",

@@ -21,6 +21,16 @@ use onnx_runtime_ep_api::EpResult;
 use onnx_runtime_ir::DataType;
 use std::sync::Mutex;
 
+/// SimplifiedLayerNormalization, or (`skip`) com.microsoft SkipSimplifiedLayerNormalization,
+/// for `req`'s node: what fused kernels that normalize their input fall back on.
+pub(crate) fn rms_norm_kernel(
+    rt: &std::sync::Arc<crate::runtime::CudaRuntime>,
+    req: &onnx_runtime_ep_api::KernelRequest<'_>,
+    skip: bool,
+) -> EpResult<Box<dyn onnx_runtime_ep_api::Kernel>> {
+    row::rms_kernel(rt, req, skip)
+}
+
 pub fn register(r: &mut Registry) {
     row::register(r);
     channel::register(r);

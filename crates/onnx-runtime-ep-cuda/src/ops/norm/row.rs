@@ -737,6 +737,15 @@ fn skip_rms_norm(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box
     build(rt, req, Kind::SkipRms)
 }
 
+/// SimplifiedLayerNormalization, or (`skip`) SkipSimplifiedLayerNormalization, for `req`.
+pub(super) fn rms_kernel(
+    rt: &Arc<CudaRuntime>,
+    req: &KernelRequest<'_>,
+    skip: bool,
+) -> EpResult<Box<dyn Kernel>> {
+    build(rt, req, if skip { Kind::SkipRms } else { Kind::Rms })
+}
+
 fn lp_norm(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>) -> EpResult<Box<dyn Kernel>> {
     let node = req.node;
     let p = attr_int(node, "p")?.unwrap_or(2);

@@ -11,6 +11,7 @@ mod fused_conv_ref;
 mod matmul_fuse;
 mod nbits_glu;
 mod noop;
+mod norm_nbits;
 mod skip_norm;
 mod transformer;
 

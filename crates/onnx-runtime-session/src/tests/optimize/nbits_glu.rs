@@ -10,8 +10,8 @@ use OptimizationLevel::All;
 
 const FUSED: &str = "ai.onnx_runtime_rs.internal:MatMulNBitsSiluMul";
 const OPS: &[&str] = &["MatMulNBitsSiluMul", "FusedElementwise"];
-const K: usize = 64;
-const N: usize = 24;
+pub(super) const K: usize = 64;
+pub(super) const N: usize = 24;
 const BLOCK: usize = 32;
 
 fn device() -> Arc<dyn ExecutionProvider> {
@@ -23,7 +23,7 @@ fn ops(b: &G, device: Option<&dyn ExecutionProvider>) -> Vec<String> {
 }
 
 /// MatMulNBits(a, weights `w`) -> `y`, 4-bit, with zero points when `zp`.
-fn nbits(b: &mut G, a: &str, w: &str, y: &str, zp: bool, seed: u64) {
+pub(super) fn nbits(b: &mut G, a: &str, w: &str, y: &str, zp: bool, seed: u64) {
     let kb = K / BLOCK;
     let codes: Vec<u8> = rand_f32(N * kb * BLOCK / 2, seed)
         .iter()

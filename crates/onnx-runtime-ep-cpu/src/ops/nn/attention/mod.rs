@@ -1,4 +1,4 @@
-//! Attention: ONNX Attention, com.microsoft Attention / MultiHeadAttention / GroupQueryAttention, FlexAttention, linear attention, RotaryEmbedding, MatMulNBits and the fused MatMulNBitsSiluMul.
+//! Attention: ONNX Attention, com.microsoft Attention / MultiHeadAttention / GroupQueryAttention, FlexAttention, linear attention, RotaryEmbedding, MatMulNBits the fused MatMulNBitsSiluMul and NormMatMulNBits.
 
 use crate::CpuRegistry;
 
@@ -7,6 +7,7 @@ pub(crate) mod contrib_misc;
 pub(crate) mod flex_attention;
 pub(crate) mod linear_attention;
 pub(crate) mod nbits_silu_mul;
+pub(crate) mod norm_nbits;
 pub(crate) mod sdpa;
 pub(crate) mod subgraph;
 
@@ -17,4 +18,5 @@ pub fn register(r: &mut CpuRegistry) {
     linear_attention::register(r);
     contrib_misc::register(r);
     nbits_silu_mul::register(r);
+    norm_nbits::register(r);
 }

@@ -6,7 +6,7 @@
 //! the gate, then the product, so a CPU fallback gives the unfused graph's values exactly.
 
 use super::contrib_misc::{nbits_kernel, NBits};
-use crate::kernel::{tensor_input, BuildContext, CpuKernel};
+use crate::kernel::{BuildContext, CpuKernel};
 use crate::ops::math::activation::quick_gelu_kernel;
 use crate::ops::nn::common::{self, invalid};
 use crate::ops::nn::norm::channel_norm::recast;
@@ -19,12 +19,15 @@ pub const OP: &str = "MatMulNBitsSiluMul";
 /// No g_idx input: a position no node has.
 const NONE: usize = usize::MAX;
 
-struct NBitsSiluMul {
+pub(super) struct NBitsSiluMul {
     node: String,
     gate: NBits,
     up: NBits,
     /// com.microsoft QuickGelu with alpha 1.
     silu: Box<dyn CpuKernel>,
+    /// The node's input positions of (B, scales, zero points) of the gate and of the up
+    /// product.
+    pos: [[usize; 3]; 2],
 }
 
 fn tensor_of<'v>(node: &str, v: &'v Value, what: &str) -> Result<&'v Tensor, EpError> {
@@ -34,13 +37,37 @@ fn tensor_of<'v>(node: &str, v: &'v Value, what: &str) -> Result<&'v Tensor, EpE
     }
 }
 
-impl CpuKernel for NBitsSiluMul {
-    fn run(&self, inputs: &[Option<&Value>]) -> Result<Vec<Value>, EpError> {
+impl NBitsSiluMul {
+    /// The fused product of `ctx`'s node with its weight sets at `gate` and `up` (B, scales,
+    /// zero points).
+    pub(super) fn new(
+        ctx: &BuildContext<'_>,
+        gate: [usize; 3],
+        up: [usize; 3],
+    ) -> Result<Self, EpError> {
+        let [g0, g1, g2] = gate;
+        let [u0, u1, u2] = up;
+        Ok(NBitsSiluMul {
+            node: ctx.node.describe(),
+            gate: nbits_kernel(ctx, [g0, g1, g2, NONE])?,
+            up: nbits_kernel(ctx, [u0, u1, u2, NONE])?,
+            silu: quick_gelu_kernel(ctx, 1.0),
+            pos: [gate, up],
+        })
+    }
+
+    /// silu(A Wg^T) * (A Wu^T), the weights read from the node's `inputs`.
+    pub(super) fn product(&self, a: &Value, inputs: &[Option<&Value>]) -> Result<Value, EpError> {
         let node = &self.node;
-        let a = tensor_input(node, inputs, 0)?;
+        let a_t = tensor_of(node, a, "A")?;
         let at = |i: usize| inputs.get(i).copied().flatten();
-        let g = self.gate.run(&[at(0), at(1), at(2), at(3), None, None])?;
-        let u = self.up.run(&[at(0), at(4), at(5), at(6), None, None])?;
+        let [[g0, g1, g2], [u0, u1, u2]] = self.pos;
+        let g = self
+            .gate
+            .run(&[Some(a), at(g0), at(g1), at(g2), None, None])?;
+        let u = self
+            .up
+            .run(&[Some(a), at(u0), at(u1), at(u2), None, None])?;
         let s = self.silu.run(&[Some(&g[0])])?;
         let (s, u) = (
             tensor_of(node, &s[0], "SiLU")?,
@@ -51,10 +78,21 @@ impl CpuKernel for NBitsSiluMul {
         // The product of two values of A's type is exact in float32 (half types) before the
         // one rounding, as Mul's.
         let y: Vec<f32> = sv.iter().zip(&uv).map(|(s, u)| s * u).collect();
-        Ok(vec![Value::Tensor(recast(
+        Ok(Value::Tensor(recast(
             Tensor::from_vec(s.shape().to_vec(), y),
-            a.dtype(),
-        ))])
+            a_t.dtype(),
+        )))
+    }
+}
+
+impl CpuKernel for NBitsSiluMul {
+    fn run(&self, inputs: &[Option<&Value>]) -> Result<Vec<Value>, EpError> {
+        let a = inputs
+            .first()
+            .copied()
+            .flatten()
+            .ok_or_else(|| invalid(&self.node, "input A is missing"))?;
+        Ok(vec![self.product(a, inputs)?])
     }
 }
 
@@ -70,12 +108,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
             ),
         ));
     }
-    Ok(Box::new(NBitsSiluMul {
-        node: node.describe(),
-        gate: nbits_kernel(ctx, [1, 2, 3, NONE])?,
-        up: nbits_kernel(ctx, [4, 5, 6, NONE])?,
-        silu: quick_gelu_kernel(ctx, 1.0),
-    }))
+    Ok(Box::new(NBitsSiluMul::new(ctx, [1, 2, 3], [4, 5, 6])?))
 }
 
 pub fn register(r: &mut CpuRegistry) {

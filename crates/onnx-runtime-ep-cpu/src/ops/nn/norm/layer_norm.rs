@@ -216,7 +216,7 @@ fn build_rms_norm(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError>
     build_plain(ctx, true, "RMSNormalization", None, None, 1)
 }
 
-fn build_simplified(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+pub(crate) fn build_simplified(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     build_plain(ctx, true, "SimplifiedLayerNormalization", None, None, 1)
 }
 
@@ -282,7 +282,7 @@ fn build_skip_ln(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> 
     build_skip(ctx, false)
 }
 
-fn build_skip_simplified(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
+pub(crate) fn build_skip_simplified(ctx: &BuildContext<'_>) -> Result<Box<dyn CpuKernel>, EpError> {
     build_skip(ctx, true)
 }
 

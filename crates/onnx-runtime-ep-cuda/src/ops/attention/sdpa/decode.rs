@@ -17,7 +17,8 @@ const MAX_SPLITS: usize = 64;
 
 impl Sdpa {
     /// The decode kernel: one block per (batch x kv head, split), every query row of the
-    /// group in it; the keys split so that about two blocks per multiprocessor run.
+    /// group in it; the keys split so that about two blocks per multiprocessor run, and the
+    /// last split of a (batch, kv head) to finish merges them.
     pub(super) fn run_decode(
         &self,
         base: &Base,
@@ -44,6 +45,8 @@ impl Sdpa {
         if splits > 1 {
             a.chunk = i32_of(base, chunk, "split chunk")?;
             self.split_partials(base, f, p, a, splits)?;
+            // The last split of a (batch, kv head) to finish merges them (no attn_combine).
+            a.count = self.counters.get_zeroed(base, 4 * bh, "split counters")?;
         }
         let mut args = [arg(&mut *a)];
         // SAFETY: attn_dec_* take one AttnParams by value; every view lies inside its tensor
@@ -56,9 +59,6 @@ impl Sdpa {
                 0,
                 &mut args,
             )?;
-        }
-        if splits > 1 {
-            self.combine(base, f, p, a)?;
         }
         Ok(())
     }
