@@ -26,7 +26,10 @@ fn every_kernel_module_compiles_to_cubin_for_sm90() {
     if let Ok(only) = std::env::var("NVRTC_MODULES") {
         let prefixes: Vec<&str> = only.split(',').filter(|p| !p.is_empty()).collect();
         modules.retain(|m| prefixes.iter().any(|p| m.name.starts_with(p)));
-        assert!(!modules.is_empty(), "no module matches NVRTC_MODULES={only}");
+        assert!(
+            !modules.is_empty(),
+            "no module matches NVRTC_MODULES={only}"
+        );
     }
     // Modules compile independently: spread them over the cores (NVRTC compiles one module
     // per call on one thread).
