@@ -28,9 +28,23 @@ pub(crate) fn drv(context: &str, e: DriverError) -> EpError {
     EpError::device(context, format!("{e:?}"))
 }
 
-/// A kernel function in a loaded module.
+/// A kernel function in a loaded module, and whether it may start before the kernel ahead of
+/// it on the stream has finished (programmatic dependent launch, [`Function::overlapped`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Function(sys::CUfunction);
+pub struct Function(sys::CUfunction, bool);
+
+impl Function {
+    /// Lets launches of this kernel overlap the tail of the kernel before it on the stream
+    /// (programmatic dependent launch, sm_90 and newer; `ONNX_RUNTIME_CUDA_PDL=0` turns it
+    /// off): the launch's own latency hides behind the previous kernel's last blocks.
+    ///
+    /// # Safety
+    /// The kernel must call `pdl_wait()` (kernels/common.cuh) before it reads or writes any
+    /// global memory, so that everything the kernels before it did is complete and visible.
+    pub unsafe fn overlapped(self) -> Function {
+        Function(self.0, true)
+    }
+}
 // SAFETY: a CUfunction is a handle valid in its context from any thread.
 unsafe impl Send for Function {}
 // SAFETY: see above.
@@ -62,8 +76,8 @@ impl Module {
                 e,
             )
         })?;
-        functions.insert(name.to_string(), Function(f));
-        Ok(Function(f))
+        functions.insert(name.to_string(), Function(f, false));
+        Ok(Function(f, false))
     }
 }
 
@@ -88,6 +102,8 @@ pub struct CudaRuntime {
     capturing: AtomicBool,
     /// Whether float32 products and convolutions may use TF32 tensor cores.
     tf32: bool,
+    /// Whether [`Function::overlapped`] kernels launch as programmatic dependents.
+    pdl: bool,
     modules: Mutex<HashMap<ModuleSpec, Arc<Module>>>,
     /// Per-runtime state of library families (cuBLASLt and cuDNN handles, workspaces), by type.
     extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
@@ -163,6 +179,8 @@ impl CudaRuntime {
             }),
             capturing: AtomicBool::new(false),
             tf32,
+            pdl: major >= 9
+                && std::env::var("ONNX_RUNTIME_CUDA_PDL").map_or(true, |v| v.trim() != "0"),
             modules: Mutex::new(HashMap::new()),
             extensions: Mutex::new(HashMap::new()),
             err_word,
@@ -494,15 +512,52 @@ impl CudaRuntime {
         let max_blocks = u64::from(self.sm_count) * 16;
         let blocks = n.div_ceil(BLOCK).clamp(1, max_blocks) as u32;
         self.bind()?;
-        result::launch_kernel(
-            f.0,
-            (blocks, 1, 1),
-            (BLOCK as u32, 1, 1),
-            0,
-            self.raw_stream(),
-            params,
-        )
-        .map_err(|e| drv("cuda: kernel launch", e))
+        self.launch_raw(f, (blocks, 1, 1), (BLOCK as u32, 1, 1), 0, params)
+    }
+
+    /// One launch on the provider's stream, as a programmatic dependent where `f` allows it.
+    ///
+    /// # Safety
+    /// As for [`CudaRuntime::launch_cfg`]; the context is bound.
+    unsafe fn launch_raw(
+        &self,
+        f: Function,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+    ) -> EpResult<()> {
+        if !(f.1 && self.pdl) {
+            return result::launch_kernel(
+                f.0,
+                grid,
+                block,
+                shared_bytes,
+                self.raw_stream(),
+                params,
+            )
+            .map_err(|e| drv("cuda: kernel launch", e));
+        }
+        // SAFETY: an all-zero attribute is a valid value of the union; the id and value are set
+        // below.
+        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block.0,
+            blockDimY: block.1,
+            blockDimZ: block.2,
+            sharedMemBytes: shared_bytes,
+            hStream: self.raw_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        sys::cuLaunchKernelEx(&config, f.0, params.as_mut_ptr(), std::ptr::null_mut())
+            .result()
+            .map_err(|e| drv("cuda: kernel launch (programmatic dependent)", e))
     }
 
     /// Launches `f` with an explicit grid, block and dynamic shared memory (reductions,
@@ -534,8 +589,7 @@ impl CudaRuntime {
             )
             .map_err(|e| drv("cuda: shared memory attribute", e))?;
         }
-        result::launch_kernel(f.0, grid, block, shared_bytes, self.raw_stream(), params)
-            .map_err(|e| drv("cuda: kernel launch", e))
+        self.launch_raw(f, grid, block, shared_bytes, params)
     }
 
     // ---- graph capture ----

@@ -342,9 +342,9 @@ __device__ __forceinline__ void split_finish(const AttnParams &p, const RowInfo 
                                              int nrows) {
   __shared__ int last;
   __shared__ ACC wts[4][64];
+  __threadfence(); // every thread's partials visible device-wide before the count
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence(); // this block's partials before its count
     u32 *cnt = p.count + ((i64)blockIdx.y * gridDim.x + blockIdx.x);
     const u32 done = atomicAdd(cnt, 1u) + 1u;
     last = done == (u32)p.splits;

@@ -62,3 +62,20 @@ __device__ __forceinline__ void offsets2(const Strided2 &p, i64 i, i64 &a, i64 &
     b += c * p.b[k];
   }
 }
+
+// Programmatic dependent launch (sm_90 and newer). A kernel launched as a programmatic
+// dependent (Function::overlapped on the host) may start while the kernel before it still
+// runs: pdl_wait() blocks until every kernel ahead of it on the stream has finished and its
+// writes are visible, and must come before any global memory access. pdl_trigger() lets the
+// next kernel's blocks launch (they wait in their own pdl_wait); without it they launch as
+// this kernel's blocks exit. Both are no-ops for a kernel launched the ordinary way.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}

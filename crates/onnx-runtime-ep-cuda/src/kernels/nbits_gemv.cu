@@ -348,19 +348,27 @@ template <typename T, int R, bool G, bool N = false> __device__ void nq_gemv(con
 #define NQ_GEMV(T, TN, R)                                                                     \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R(NqGemv p) {                                                         \
+    pdl_wait();                                                                               \
+    pdl_trigger();                                                                            \
     nq_gemv<T, R, false>(p);                                                                  \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R##_glu(NqGemv p) {                                                   \
+    pdl_wait();                                                                               \
+    pdl_trigger();                                                                            \
     nq_gemv<T, R, true>(p);                                                                   \
   }
 #define NQ_GEMV_NORM(T, TN, R)                                                                \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R##_norm(NqGemv p) {                                                  \
+    pdl_wait();                                                                               \
+    pdl_trigger();                                                                            \
     nq_gemv<T, R, false, true>(p);                                                            \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R##_glu_norm(NqGemv p) {                                              \
+    pdl_wait();                                                                               \
+    pdl_trigger();                                                                            \
     nq_gemv<T, R, true, true>(p);                                                             \
   }
 NQ_GEMV_NORM(f16, f16, 1)

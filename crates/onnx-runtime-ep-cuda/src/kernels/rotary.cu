@@ -161,7 +161,15 @@ extern "C" __global__ void rotary_f32(RotaryParams p) { rotary<float, float>(p);
 extern "C" __global__ void rotary_f64(RotaryParams p) { rotary<double, double>(p); }
 extern "C" __global__ void rotary_f16(RotaryParams p) { rotary<f16, float>(p); }
 extern "C" __global__ void rotary_bf16(RotaryParams p) { rotary<bf16, float>(p); }
-extern "C" __global__ void gqa_prep_f32(GqaPrepParams p) { gqa_prep<float, float>(p); }
-extern "C" __global__ void gqa_prep_f64(GqaPrepParams p) { gqa_prep<double, double>(p); }
-extern "C" __global__ void gqa_prep_f16(GqaPrepParams p) { gqa_prep<f16, float>(p); }
-extern "C" __global__ void gqa_prep_bf16(GqaPrepParams p) { gqa_prep<bf16, float>(p); }
+extern "C" __global__ void gqa_prep_f32(GqaPrepParams p) {
+  pdl_wait(); pdl_trigger();
+  gqa_prep<float, float>(p); }
+extern "C" __global__ void gqa_prep_f64(GqaPrepParams p) {
+  pdl_wait(); pdl_trigger();
+  gqa_prep<double, double>(p); }
+extern "C" __global__ void gqa_prep_f16(GqaPrepParams p) {
+  pdl_wait(); pdl_trigger();
+  gqa_prep<f16, float>(p); }
+extern "C" __global__ void gqa_prep_bf16(GqaPrepParams p) {
+  pdl_wait(); pdl_trigger();
+  gqa_prep<bf16, float>(p); }

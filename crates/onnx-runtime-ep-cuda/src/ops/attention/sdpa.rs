@@ -480,7 +480,12 @@ impl Sdpa {
             let dec = DEC_HEADS
                 .iter()
                 .filter(|&&dp| dp / (16 / width) <= 32)
-                .map(|&dp| Ok((dp, m.function(&format!("attn_dec_{dp}"))?)))
+                // SAFETY: attn_dec_* start with pdl_wait (attention_fwd.cu).
+                .map(|&dp| {
+                    Ok((dp, unsafe {
+                        m.function(&format!("attn_dec_{dp}"))?.overlapped()
+                    }))
+                })
                 .collect::<EpResult<Vec<_>>>()?;
             fns.insert(
                 dtype,

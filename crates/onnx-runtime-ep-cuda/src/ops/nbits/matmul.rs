@@ -934,14 +934,19 @@ pub(super) fn build_nbits(
         }
         if let (Some(m), DataType::Float16 | DataType::BFloat16) = (&nq_module, dtype) {
             for r in [1, 2] {
-                nq.insert((dtype, r), m.function(&format!("nq_gemv_{tag}_r{r}"))?);
+                // SAFETY (these three): the nq_gemv kernels start with pdl_wait (nbits_gemv.cu).
+                nq.insert((dtype, r), unsafe {
+                    m.function(&format!("nq_gemv_{tag}_r{r}"))?.overlapped()
+                });
                 let g = if glu { "_glu" } else { "" };
-                nq_norm.insert(
-                    (dtype, r),
-                    m.function(&format!("nq_gemv_{tag}_r{r}{g}_norm"))?,
-                );
+                nq_norm.insert((dtype, r), unsafe {
+                    m.function(&format!("nq_gemv_{tag}_r{r}{g}_norm"))?
+                        .overlapped()
+                });
                 if glu {
-                    nq_glu.insert((dtype, r), m.function(&format!("nq_gemv_{tag}_r{r}_glu"))?);
+                    nq_glu.insert((dtype, r), unsafe {
+                        m.function(&format!("nq_gemv_{tag}_r{r}_glu"))?.overlapped()
+                    });
                 }
             }
         }

@@ -84,14 +84,18 @@ impl RowFns {
         let reg = |table: &[(usize, usize)], tag: &str| -> EpResult<Vec<Function>> {
             table
                 .iter()
-                .map(|(tpr, items)| module.function(&format!("row_reg_{tpr}_{items}_{tag}")))
+                // SAFETY (with row_gen below): the kernels start with pdl_wait (norm_row.cu).
+                .map(|(tpr, items)| {
+                    let f = module.function(&format!("row_reg_{tpr}_{items}_{tag}"))?;
+                    Ok(unsafe { f.overlapped() })
+                })
                 .collect()
         };
         Ok(RowFns {
             vec: reg(&REG_VEC, "vec")?,
             one: reg(&REG_ONE, "one")?,
-            gen32: module.function("row_gen_32")?,
-            gen256: module.function("row_gen_256")?,
+            gen32: unsafe { module.function("row_gen_32")?.overlapped() },
+            gen256: unsafe { module.function("row_gen_256")?.overlapped() },
         })
     }
 
