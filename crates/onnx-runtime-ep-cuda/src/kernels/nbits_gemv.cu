@@ -242,19 +242,18 @@ template <typename T, int R, bool G, bool N = false> __device__ void nq_gemv(con
   extern __shared__ __align__(16) unsigned char nq_smem[];
   const T *abase = reinterpret_cast<const T *>(p.a);
   i64 ars = p.a_rs;
+  // The weights are constants of the model: the first slabs are loaded before pdl_wait, so
+  // with a programmatic dependent launch their DRAM round trip overlaps the kernel before
+  // this one (and, in the _norm variants, the prologue). Nothing else is read before it.
+  NqLoad ld[NS][U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int j = (kw + u * ks) * 4 + t;
+#pragma unroll
+    for (int q = 0; q < NS; ++q) ld[q][u] = nq_load(cols[q], p, active ? j : p.kc);
+  }
+  pdl_wait();
   if (N) {
-    // The first slabs of weights start for L2 while the prologue runs.
-    if (active) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = (kw + u * ks) * 4 + t;
-        if (j < p.kc) {
-#pragma unroll
-          for (int q = 0; q < NS; ++q)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(cols[q].brow + j));
-        }
-      }
-    }
     nq_norm_rows<T>(p, reinterpret_cast<T *>(nq_smem), &red[0][0][0]);
     abase = reinterpret_cast<const T *>(nq_smem);
     ars = (i64)p.kc * 32;
@@ -272,12 +271,13 @@ template <typename T, int R, bool G, bool N = false> __device__ void nq_gemv(con
 
   if (active) {
     for (int s0 = kw; s0 < slabs; s0 += U * ks) {
-      NqLoad ld[NS][U];
+      if (s0 != kw) { // the first slabs were loaded above
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = (s0 + u * ks) * 4 + t; // this lane's chunk
+        for (int u = 0; u < U; ++u) {
+          const int j = (s0 + u * ks) * 4 + t; // this lane's chunk
 #pragma unroll
-        for (int q = 0; q < NS; ++q) ld[q][u] = nq_load(cols[q], p, j);
+          for (int q = 0; q < NS; ++q) ld[q][u] = nq_load(cols[q], p, j);
+        }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -348,26 +348,22 @@ template <typename T, int R, bool G, bool N = false> __device__ void nq_gemv(con
 #define NQ_GEMV(T, TN, R)                                                                     \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R(NqGemv p) {                                                         \
-    pdl_wait();                                                                               \
     pdl_trigger();                                                                            \
     nq_gemv<T, R, false>(p);                                                                  \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R##_glu(NqGemv p) {                                                   \
-    pdl_wait();                                                                               \
     pdl_trigger();                                                                            \
     nq_gemv<T, R, true>(p);                                                                   \
   }
 #define NQ_GEMV_NORM(T, TN, R)                                                                \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R##_norm(NqGemv p) {                                                  \
-    pdl_wait();                                                                               \
     pdl_trigger();                                                                            \
     nq_gemv<T, R, false, true>(p);                                                            \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(NQ_THREADS, 4 - R)                             \
       nq_gemv_##TN##_r##R##_glu_norm(NqGemv p) {                                              \
-    pdl_wait();                                                                               \
     pdl_trigger();                                                                            \
     nq_gemv<T, R, true, true>(p);                                                             \
   }
