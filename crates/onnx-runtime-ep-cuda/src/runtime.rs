@@ -35,8 +35,7 @@ pub struct Function(sys::CUfunction, bool);
 
 impl Function {
     /// Lets launches of this kernel overlap the tail of the kernel before it on the stream
-    /// (programmatic dependent launch, sm_90 and newer; `ONNX_RUNTIME_CUDA_PDL=0` turns it
-    /// off): the launch's own latency hides behind the previous kernel's last blocks.
+    /// (programmatic dependent launch, sm_90 and newer, with `ONNX_RUNTIME_CUDA_PDL=1`): the launch's own latency hides behind the previous kernel's last blocks.
     ///
     /// # Safety
     /// The kernel must call `pdl_wait()` (kernels/common.cuh) before it reads or writes any
@@ -179,8 +178,9 @@ impl CudaRuntime {
             }),
             capturing: AtomicBool::new(false),
             tf32,
+            // Opt-in (ONNX_RUNTIME_CUDA_PDL=1) until measured on the GPU machine.
             pdl: major >= 9
-                && std::env::var("ONNX_RUNTIME_CUDA_PDL").map_or(true, |v| v.trim() != "0"),
+                && std::env::var("ONNX_RUNTIME_CUDA_PDL").is_ok_and(|v| v.trim() == "1"),
             modules: Mutex::new(HashMap::new()),
             extensions: Mutex::new(HashMap::new()),
             err_word,
