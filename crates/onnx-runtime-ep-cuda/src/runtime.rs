@@ -35,11 +35,13 @@ pub struct Function(sys::CUfunction, bool);
 
 impl Function {
     /// Lets launches of this kernel overlap the tail of the kernel before it on the stream
-    /// (programmatic dependent launch, sm_90 and newer, with `ONNX_RUNTIME_CUDA_PDL=1`): the launch's own latency hides behind the previous kernel's last blocks.
+    /// (programmatic dependent launch, sm_90 and newer, with `ONNX_RUNTIME_CUDA_PDL=1`): the
+    /// launch's own latency hides behind the previous kernel's last blocks.
     ///
     /// # Safety
-    /// The kernel must call `pdl_wait()` (kernels/common.cuh) before it reads or writes any
-    /// global memory, so that everything the kernels before it did is complete and visible.
+    /// The kernel must call `pdl_wait()` (kernels/common.cuh) before it writes any global
+    /// memory or reads any that a kernel ahead of it may write (model constants may be read
+    /// before), so that everything the kernels before it did is complete and visible.
     pub unsafe fn overlapped(self) -> Function {
         Function(self.0, true)
     }

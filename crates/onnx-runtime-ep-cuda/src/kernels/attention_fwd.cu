@@ -422,8 +422,7 @@ template <int DP> __device__ __forceinline__ void attn_dec(const AttnParams &p) 
 
 #define DEC(DP)                                                                              \
   extern "C" __global__ void __launch_bounds__(ATT_NT) attn_dec_##DP(AttnParams p) {         \
-    pdl_wait();                                                                              \
-    pdl_trigger();                                                                           \
+    pdl_begin();                                                                             \
     attn_dec<DP>(p);                                                                         \
   }
 DEC(32)

@@ -248,7 +248,7 @@ __device__ __forceinline__ void row_reg(const T *__restrict__ x, const T *__rest
       row_reg_##TPR##_##ITEMS##_##NAME(const T *x, const T *skip, const S *sbias,            \
                                        const S *scale, const S *beta, T *y, A *mean,         \
                                        A *inv, T *sum, RowFast p) {                          \
-    pdl_wait(); pdl_trigger();                                                              \
+    pdl_begin();                                                                             \
     row_reg<TPR, ITEMS, V>(x, skip, sbias, scale, beta, y, mean, inv, sum, p);               \
   }
 
@@ -386,7 +386,7 @@ __device__ __forceinline__ void row_gen(const T *__restrict__ x, const T *__rest
   extern "C" __global__ void __launch_bounds__((TPR) >= 64 ? (TPR) : 128)                   \
       row_gen_##TPR(const T *x, const T *skip, const S *sbias, const S *scale,               \
                     const S *beta, T *y, A *mean, A *inv, T *sum, RowGen p) {                \
-    pdl_wait(); pdl_trigger();                                                              \
+    pdl_begin();                                                                             \
     row_gen<TPR>(x, skip, sbias, scale, beta, y, mean, inv, sum, p);                         \
   }
 

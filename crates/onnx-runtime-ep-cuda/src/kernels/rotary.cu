@@ -161,15 +161,14 @@ extern "C" __global__ void rotary_f32(RotaryParams p) { rotary<float, float>(p);
 extern "C" __global__ void rotary_f64(RotaryParams p) { rotary<double, double>(p); }
 extern "C" __global__ void rotary_f16(RotaryParams p) { rotary<f16, float>(p); }
 extern "C" __global__ void rotary_bf16(RotaryParams p) { rotary<bf16, float>(p); }
-extern "C" __global__ void gqa_prep_f32(GqaPrepParams p) {
-  pdl_wait(); pdl_trigger();
-  gqa_prep<float, float>(p); }
-extern "C" __global__ void gqa_prep_f64(GqaPrepParams p) {
-  pdl_wait(); pdl_trigger();
-  gqa_prep<double, double>(p); }
-extern "C" __global__ void gqa_prep_f16(GqaPrepParams p) {
-  pdl_wait(); pdl_trigger();
-  gqa_prep<f16, float>(p); }
-extern "C" __global__ void gqa_prep_bf16(GqaPrepParams p) {
-  pdl_wait(); pdl_trigger();
-  gqa_prep<bf16, float>(p); }
+// Launched as programmatic dependents (Function::overlapped): pdl_begin comes first.
+#define GQA_PREP(TN, T, A)                                                                   \
+  extern "C" __global__ void gqa_prep_##TN(GqaPrepParams p) {                                \
+    pdl_begin();                                                                             \
+    gqa_prep<T, A>(p);                                                                       \
+  }
+GQA_PREP(f32, float, float)
+GQA_PREP(f64, double, double)
+GQA_PREP(f16, f16, float)
+GQA_PREP(bf16, bf16, float)
+#undef GQA_PREP

@@ -461,7 +461,7 @@ pub(super) fn gqa_prep_functions(base: &Base) -> EpResult<HashMap<DataType, Func
     let module = base.module(&rotary_module())?;
     let mut fns = HashMap::new();
     for (dtype, tag, _, _) in super::FLOATS {
-        // SAFETY: gqa_prep_* start with pdl_wait (rotary.cu).
+        // SAFETY: gqa_prep_* start with pdl_begin (rotary.cu).
         let f = module.function(&format!("gqa_prep_{tag}"))?;
         fns.insert(dtype, unsafe { f.overlapped() });
     }

@@ -480,7 +480,7 @@ impl Sdpa {
             let dec = DEC_HEADS
                 .iter()
                 .filter(|&&dp| dp / (16 / width) <= 32)
-                // SAFETY: attn_dec_* start with pdl_wait (attention_fwd.cu).
+                // SAFETY: attn_dec_* start with pdl_begin (attention_fwd.cu).
                 .map(|&dp| {
                     Ok((dp, unsafe {
                         m.function(&format!("attn_dec_{dp}"))?.overlapped()

@@ -934,7 +934,7 @@ pub(super) fn build_nbits(
         }
         if let (Some(m), DataType::Float16 | DataType::BFloat16) = (&nq_module, dtype) {
             for r in [1, 2] {
-                // SAFETY (these three): the nq_gemv kernels start with pdl_wait (nbits_gemv.cu).
+                // SAFETY (these three): nq_gemv reads only weights before pdl_wait (nbits_gemv.cu).
                 nq.insert((dtype, r), unsafe {
                     m.function(&format!("nq_gemv_{tag}_r{r}"))?.overlapped()
                 });

@@ -84,7 +84,7 @@ impl RowFns {
         let reg = |table: &[(usize, usize)], tag: &str| -> EpResult<Vec<Function>> {
             table
                 .iter()
-                // SAFETY (with row_gen below): the kernels start with pdl_wait (norm_row.cu).
+                // SAFETY (with row_gen below): the kernels start with pdl_begin (norm_row.cu).
                 .map(|(tpr, items)| {
                     let f = module.function(&format!("row_reg_{tpr}_{items}_{tag}"))?;
                     Ok(unsafe { f.overlapped() })
