@@ -8,6 +8,7 @@
 
 use super::harness::*;
 use super::nbits::{nbits_inputs, nbits_node, tolerances, Zp};
+use onnx_runtime_ep_api::{CaptureSupport, ExecutionProvider};
 use onnx_runtime_ir::{Attribute, DataType};
 
 #[test]
@@ -73,4 +74,44 @@ fn norm_matmul_nbits_matches_cpu() {
             }
         }
     }
+}
+
+/// The one-launch path is capturable once it has run eagerly (it needs no workspace and no
+/// cuBLASLt algorithm, so it does not wait on the product kernel's own first run), and not
+/// before.
+#[test]
+fn norm_matmul_nbits_captures_after_one_eager_run() {
+    let ep = gpu();
+    let mut rng = Rng::new(1602);
+    let (block, k, n, m) = (32, 896, 200, 1);
+    let dtype = DataType::Float16;
+    let g = nbits_inputs(&mut rng, dtype, &[m], k, n, 4, block, Zp::Packed, true);
+    let mut ins = vec![
+        uniform(&mut rng, dtype, &[m, k], -2.0, 2.0),
+        uniform(&mut rng, dtype, &[m, k], -1.0, 1.0),
+        uniform(&mut rng, dtype, &[k], 0.5, 1.5),
+        uniform(&mut rng, dtype, &[k], -0.5, 0.5),
+    ];
+    ins.extend(
+        g[1..4]
+            .iter()
+            .map(|t| t.clone().expect("B, scales, zero points")),
+    );
+    ins.push(g[5].clone().expect("bias"));
+    let mut nd = nbits_node(k, n, 4, block, &[true; 8]);
+    nd.op_type = "NormMatMulNBits".into();
+    nd.domain = "ai.onnx_runtime_rs.internal".into();
+    nd.attributes
+        .insert("epsilon".into(), Attribute::Float(1e-6));
+    let shapes: Vec<Vec<usize>> = ins.iter().map(|t| t.shape.clone()).collect();
+    let kernel = ep.get_kernel(&nd, &shapes, 1).unwrap();
+    assert!(matches!(
+        kernel.capture_support(),
+        CaptureSupport::Unsupported { .. }
+    ));
+    let mut bound = Bound::new(&ep, &ins, &[]);
+    let types = bound.output_types(kernel.as_ref()).unwrap();
+    bound.set_outputs(&types);
+    bound.execute(kernel.as_ref()).unwrap();
+    assert_eq!(kernel.capture_support(), CaptureSupport::Supported);
 }

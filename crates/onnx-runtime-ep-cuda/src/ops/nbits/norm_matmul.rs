@@ -25,6 +25,7 @@ use onnx_runtime_ep_api::{
     TensorView,
 };
 use onnx_runtime_ir::{Attribute, Node, NodeId, ValueId};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The op's name in the internal domain.
@@ -49,6 +50,10 @@ struct NormNBits {
     /// The fallback's normalized rows and norm statistics.
     a_ws: Workspace,
     stat_ws: Workspace,
+    /// Set by the first eager run (the fallback's workspaces are sized there), and whether
+    /// a run took the fallback, whose norm and product kernels then speak for capture.
+    warmed: AtomicBool,
+    unfused_ran: AtomicBool,
 }
 
 impl NormNBits {
@@ -266,13 +271,30 @@ impl Kernel for NormNBits {
         }
         let (first, rest) = outputs.split_at_mut(1);
         let sum = if self.skip { rest.first() } else { None };
-        if x.numel() > 0 && self.fused(inputs, x, &first[0], sum)? {
-            return Ok(());
+        if !(x.numel() > 0 && self.fused(inputs, x, &first[0], sum)?) {
+            self.unfused(inputs, x, &mut outputs[..given])?;
+            self.unfused_ran.store(true, Ordering::Release);
         }
-        self.unfused(inputs, x, &mut outputs[..given])
+        if !base.rt.is_capturing() {
+            self.warmed.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 
     fn capture_support(&self) -> CaptureSupport {
+        if !self.warmed.load(Ordering::Acquire) {
+            return CaptureSupport::Unsupported {
+                reason: format!(
+                    "{}: NormMatMulNBits sizes its workspaces on its first eager run; run it \
+                     once before capturing",
+                    self.base.node
+                ),
+            };
+        }
+        if !self.unfused_ran.load(Ordering::Acquire) {
+            // The fused kernel alone ran: it needs no workspace and no cuBLASLt algorithm.
+            return CaptureSupport::Supported;
+        }
         match self.product.capture_support() {
             CaptureSupport::Supported => self.norm.capture_support(),
             other => other,
@@ -370,5 +392,7 @@ pub fn norm_matmul_nbits(
         eps,
         a_ws: Workspace::new(rt),
         stat_ws: Workspace::new(rt),
+        warmed: AtomicBool::new(false),
+        unfused_ran: AtomicBool::new(false),
     }))
 }
