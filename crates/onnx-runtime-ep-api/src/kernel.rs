@@ -62,6 +62,16 @@ pub trait Kernel: Send + Sync {
     fn host_inputs(&self) -> Vec<usize> {
         Vec::new()
     }
+
+    /// The input whose memory output `output` may be written into (a KV cache updated in
+    /// place: GroupQueryAttention's present_key in the memory of past_key). When the caller
+    /// passes the same buffer (same dtype, shape and strides) for both, the kernel reads that
+    /// input's prior contents from it and writes only what changes; it must give the same
+    /// output values as with separate buffers. `None` (the default): the output never shares
+    /// an input's memory.
+    fn in_place_input(&self, _output: usize) -> Option<usize> {
+        None
+    }
 }
 
 /// What a factory receives to build a kernel.

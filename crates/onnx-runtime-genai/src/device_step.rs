@@ -15,7 +15,9 @@
 //! same for every step. So every decode step has the same input signature (ids and positions
 //! `[1, 1]`, mask `[1, max_length]`, caches `[1, kv_heads, max_length, head_size]`), and the
 //! session's automatic CUDA graph, captured at the second decode step, is replayed for every
-//! later one. The prompt step feeds the unpadded mask (`total_sequence_length` = the prompt
+//! later one. Each present is bound into its past's memory ([`OutputOn::Into`]): the
+//! attention writes the step's new rows there and nothing else, so a step copies no cache
+//! bytes, and the captured graph works in those buffers (the same every step). The prompt step feeds the unpadded mask (`total_sequence_length` = the prompt
 //! length marks it as the first prompt) and runs in a graph of its own signature.
 //!
 //! Concat-style caches (Optimum exports, builder models without a shared buffer) grow by one
@@ -115,11 +117,18 @@ impl DeviceStepRunner {
             ));
         }
         let mut outputs: Vec<(&str, OutputOn)> = vec![(&l.logits, logits_on)];
-        outputs.extend(
-            l.cache_names
-                .iter()
-                .map(|(_, present)| (present.as_str(), OutputOn::Device)),
-        );
+        // A shared buffer: each present is written into its past's memory (GroupQueryAttention
+        // adds only the new rows there), so the step moves no cache bytes and every decode
+        // step binds the same buffers, which one captured graph then reads and writes.
+        let in_place = l.share_buffer.is_some();
+        outputs.extend(l.cache_names.iter().map(|(past, present)| {
+            let on = if in_place {
+                OutputOn::Into(past.as_str())
+            } else {
+                OutputOn::Device
+            };
+            (present.as_str(), on)
+        }));
         let mut results = l.session.run_bound(&inputs, &outputs)?.into_iter();
         drop(inputs);
         let logits = results

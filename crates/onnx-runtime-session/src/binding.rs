@@ -116,9 +116,20 @@ pub enum Input<'a> {
 
 /// Where a bound run leaves an output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputOn {
+pub enum OutputOn<'a> {
     Host,
     Device,
+    /// In the memory of the named input, bound in the same run as a [`Input::Device`] value
+    /// of the output's dtype and shape: the run returns that value, now holding the output
+    /// (its old contents are gone). A decoder's present KV cache written into its past
+    /// buffer: a kernel that updates it in place (GroupQueryAttention with a shared
+    /// past/present buffer) writes only the new rows, and a step moves no cache bytes;
+    /// any other producer's output is copied in on the device.
+    ///
+    /// Replayed device graphs read and write that memory directly, so a captured graph is
+    /// kept per address of such an input (pass the same value every step to replay one
+    /// graph) and holds the value alive while the session keeps the graph.
+    Into(&'a str),
 }
 
 /// One output of a bound run.
@@ -234,6 +245,22 @@ impl Session {
                 OutputOn::Host => Place::Host,
                 OutputOn::Device if self.device().is_none() => return Err(no_device()),
                 OutputOn::Device => Place::Device,
+                OutputOn::Into(input) => {
+                    let i = self.input_index(input)?;
+                    if device[i].is_none() {
+                        return Err(SessionError::InvalidArgument(format!(
+                            "output '{name}' is asked for in the memory of input '{input}', \
+                             which is not bound to a device value in this run; bind it with \
+                             Input::Device"
+                        )));
+                    }
+                    if places.contains(&Place::Into(i)) {
+                        return Err(SessionError::InvalidArgument(format!(
+                            "two outputs are asked for in the memory of input '{input}'"
+                        )));
+                    }
+                    Place::Into(i)
+                }
             };
             order.push(k);
         }

@@ -21,7 +21,7 @@
 use crate::compile::CompiledGraph;
 use crate::device::{placeable, DeviceTensor};
 use crate::error::{SessionError, SessionResult};
-use crate::exec::{execute_steps, Fetched, Place, Slots};
+use crate::exec::{execute_steps, write_into, Fetched, Place, Slots};
 use onnx_runtime_ep_api::{CaptureSupport, DeviceGraph, ExecutionProvider};
 use onnx_runtime_ep_cpu::{Tensor, Value};
 use onnx_runtime_ir::DataType;
@@ -44,8 +44,9 @@ pub enum CudaGraph {
 /// Host values (by slot) that device steps copied to the device during a run.
 type Uploads = Vec<(usize, Tensor)>;
 
-/// The dtype and shape of each feed (`None`: not fed).
-type Signature = Vec<Option<(DataType, Vec<usize>)>>;
+/// The dtype and shape of each feed (`None`: not fed), and the device address of each feed
+/// an output is written into ([`Place::Into`]: the graph reads and writes that memory).
+type Signature = (Vec<Option<(DataType, Vec<usize>)>>, Vec<(usize, usize)>);
 
 /// How many signatures keep a graph (least recently used ones are dropped).
 const MAX_GRAPHS: usize = 8;
@@ -129,8 +130,13 @@ impl GraphCache {
                 .iter()
                 .map(|(sig, state)| {
                     let inputs = sig
+                        .0
                         .iter()
-                        .map(|s| match s {
+                        .enumerate()
+                        .map(|(i, s)| match s {
+                            Some((d, shape)) if sig.1.iter().any(|(k, _)| *k == i) => {
+                                format!("{d}{shape:?} (written in place)")
+                            }
                             Some((d, shape)) => format!("{d}{shape:?}"),
                             None => "-".into(),
                         })
@@ -166,7 +172,7 @@ impl GraphCache {
         places: &[Place],
     ) -> SessionResult<Vec<Fetched>> {
         let run = Run { device, places };
-        let Some(sig) = signature(graph, &feeds, device) else {
+        let Some(sig) = signature(graph, &feeds, device, places) else {
             return self.eager(graph, feeds, &run, false).map(|(v, _)| v);
         };
         enum Next {
@@ -251,6 +257,7 @@ impl GraphCache {
         let mut slots = Slots::new(graph);
         slots.feed(graph, feeds, &[]);
         slots.feed_device(graph, run.device);
+        slots.bind_into(graph, run.device, run.places);
         if record {
             slots.uploads = Some(Vec::new());
         }
@@ -279,7 +286,13 @@ impl GraphCache {
             .enumerate()
         {
             if let Some(Some(t)) = run.device.get(i) {
-                let buffer = Arc::new(t.duplicate()?);
+                // A feed an output is written into: the graph works in its memory (its
+                // address is part of the signature). Any other: a buffer of the graph's.
+                let buffer = if run.places.contains(&Place::Into(i)) {
+                    t.clone()
+                } else {
+                    Arc::new(t.duplicate()?)
+                };
                 slots.device[io.slot] = Some(buffer.clone());
                 inputs.push((i, buffer));
                 continue;
@@ -301,6 +314,7 @@ impl GraphCache {
             copied.push(buffer);
         }
         slots.expected = uploads;
+        slots.bind_into(graph, run.device, run.places);
         self.ep.synchronize()?;
 
         self.ep.begin_capture()?;
@@ -355,7 +369,8 @@ impl GraphCache {
     ) -> SessionResult<Vec<Fetched>> {
         let _shared = self.device.read().unwrap_or_else(|e| e.into_inner());
         let _one = c.lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Device feeds: one batch of device copies into the graph's buffers.
+        // Device feeds: one batch of device copies into the graph's buffers (none for the
+        // feeds outputs are written into: the graph's buffer is the feed).
         let device_in: Vec<(&DeviceTensor, &DeviceTensor)> = c
             .inputs
             .iter()
@@ -393,6 +408,39 @@ impl GraphCache {
                     let copy = DeviceTensor::allocate(&self.ep, t.dtype(), t.shape().to_vec())?;
                     Fetched::Device(Arc::new(copy))
                 }
+                (Place::Into(i), source) => {
+                    let target = match run.device.get(i) {
+                        Some(Some(t)) => t.clone(),
+                        _ => {
+                            return Err(SessionError::invalid(format!(
+                                "graph output '{name}' was asked for in an input's memory, and \
+                                 that input is not a device value"
+                            )))
+                        }
+                    };
+                    match source {
+                        // Copied below in one batch (nothing when written in place).
+                        OutputSource::Device(t) => check_into(name, t, &target)?,
+                        OutputSource::Fixed(Value::Tensor(t)) => target.overwrite(t)?,
+                        OutputSource::Input(j) => match run.device.get(*j) {
+                            Some(Some(t)) => write_into(name, t, &target)?,
+                            _ => {
+                                return Err(SessionError::invalid(format!(
+                                    "graph output '{name}' passes a host input through, so \
+                                     it cannot be written into a device input's memory; ask \
+                                     for it on the device"
+                                )))
+                            }
+                        },
+                        OutputSource::Fixed(_) => {
+                            return Err(SessionError::invalid(format!(
+                                "graph output '{name}' is not a tensor of numbers, so it \
+                                 cannot be a device value"
+                            )))
+                        }
+                    }
+                    Fetched::Device(target)
+                }
                 (Place::Host, OutputSource::Fixed(v)) => Fetched::Host(v.clone()),
                 (Place::Device, OutputSource::Fixed(Value::Tensor(t))) => {
                     Fetched::Device(Arc::new(DeviceTensor::upload(&self.ep, t)?))
@@ -403,30 +451,32 @@ impl GraphCache {
                          device value"
                     )))
                 }
-                (_, OutputSource::Input(i)) => match (place, run.device.get(*i)) {
-                    (Place::Device, Some(Some(t))) => Fetched::Device(t.clone()),
-                    (Place::Host, Some(Some(t))) => {
-                        synced = true;
-                        Fetched::Host(Value::Tensor(t.download()?))
-                    }
-                    _ => {
-                        let v = feeds[*i]
-                            .as_deref()
-                            .or(graph.input_defaults[*i].as_ref())
-                            .cloned()
-                            .ok_or_else(|| {
-                                SessionError::invalid(format!(
-                                    "graph output '{name}' is an input that was not fed"
-                                ))
-                            })?;
-                        match (place, v) {
-                            (Place::Device, Value::Tensor(t)) => {
-                                Fetched::Device(Arc::new(DeviceTensor::upload(&self.ep, &t)?))
+                (Place::Host | Place::Device, OutputSource::Input(i)) => {
+                    match (place, run.device.get(*i)) {
+                        (Place::Device, Some(Some(t))) => Fetched::Device(t.clone()),
+                        (Place::Host, Some(Some(t))) => {
+                            synced = true;
+                            Fetched::Host(Value::Tensor(t.download()?))
+                        }
+                        _ => {
+                            let v = feeds[*i]
+                                .as_deref()
+                                .or(graph.input_defaults[*i].as_ref())
+                                .cloned()
+                                .ok_or_else(|| {
+                                    SessionError::invalid(format!(
+                                        "graph output '{name}' is an input that was not fed"
+                                    ))
+                                })?;
+                            match (place, v) {
+                                (Place::Device, Value::Tensor(t)) => {
+                                    Fetched::Device(Arc::new(DeviceTensor::upload(&self.ep, &t)?))
+                                }
+                                (_, v) => Fetched::Host(v),
                             }
-                            (_, v) => Fetched::Host(v),
                         }
                     }
-                },
+                }
             });
         }
         let device_out: Vec<(&DeviceTensor, &DeviceTensor)> = c
@@ -465,8 +515,16 @@ fn signature(
     graph: &CompiledGraph,
     feeds: &[Option<Cow<'_, Value>>],
     device: &[Option<Arc<DeviceTensor>>],
+    places: &[Place],
 ) -> Option<Signature> {
-    graph
+    let written = places
+        .iter()
+        .filter_map(|p| match *p {
+            Place::Into(i) => Some((i, device.get(i)?.as_ref()?.device_ptr() as usize)),
+            _ => None,
+        })
+        .collect();
+    let feeds = graph
         .inputs
         .iter()
         .zip(&graph.input_defaults)
@@ -484,5 +542,15 @@ fn signature(
                 Some(_) => None,
             }
         })
-        .collect()
+        .collect::<Option<Vec<_>>>()?;
+    Some((feeds, written))
+}
+
+/// An output's device value fits the feed it is written into.
+fn check_into(name: &str, value: &DeviceTensor, target: &DeviceTensor) -> SessionResult<()> {
+    if value.dtype() == target.dtype() && value.shape() == target.shape() {
+        return Ok(());
+    }
+    // The same message as an eager run's.
+    write_into(name, value, target)
 }

@@ -61,8 +61,9 @@ impl DeviceTensor {
     ///
     /// # Safety
     /// `ptr` must address the tensor's bytes (contiguous, row-major) on `ep`'s device,
-    /// aligned to the element type, and stay valid while `keep_alive` lives. The session only
-    /// reads it, in order with the work on `ep`'s stream.
+    /// aligned to the element type, and stay valid while `keep_alive` lives. The session
+    /// reads it in order with the work on `ep`'s stream, and writes it only where a run binds
+    /// an output into it ([`crate::OutputOn::Into`]).
     pub unsafe fn borrowed(
         ep: &Arc<dyn ExecutionProvider>,
         dtype: DataType,
@@ -95,6 +96,22 @@ impl DeviceTensor {
             ep: ep.clone(),
             borrowed: Some(keep_alive),
         })
+    }
+
+    /// A tensor over this one's memory (same dtype and shape) that keeps it alive: an output
+    /// written in place into a device feed.
+    pub fn alias(self: &Arc<Self>) -> SessionResult<DeviceTensor> {
+        // SAFETY: the memory holds the tensor's bytes on its provider's device and stays
+        // valid while the Arc (the keep-alive) lives.
+        unsafe {
+            Self::borrowed(
+                &self.ep,
+                self.dtype,
+                self.shape.clone(),
+                self.device_ptr(),
+                self.clone(),
+            )
+        }
     }
 
     /// Copies a host tensor to the device.
@@ -284,7 +301,15 @@ fn is_refusal(e: &EpError) -> bool {
 impl DeviceStep {
     /// Runs the node on the device. `inputs` holds one entry per node input. Returns `None` when the device kernel refuses these inputs'
     /// dtypes, so the caller runs the CPU kernel instead.
-    pub fn run(&self, inputs: &[StepInput<'_>]) -> SessionResult<Option<Vec<DeviceTensor>>> {
+    ///
+    /// `into[k]`, where set, is the device feed output `k` is written into in place (the
+    /// kernel's [`Kernel::in_place_input`] names the input that holds it): the output then
+    /// shares its memory when its dtype and shape match the feed's.
+    pub fn run(
+        &self,
+        inputs: &[StepInput<'_>],
+        into: &[Option<&Arc<DeviceTensor>>],
+    ) -> SessionResult<Option<Vec<DeviceTensor>>> {
         let placeholder_shape: [usize; 0] = [];
         let host_strides: Vec<Vec<usize>> = inputs
             .iter()
@@ -322,7 +347,11 @@ impl DeviceStep {
         };
         let mut outputs = types
             .into_iter()
-            .map(|(dtype, shape)| DeviceTensor::allocate(&self.ep, dtype, shape))
+            .enumerate()
+            .map(|(k, (dtype, shape))| match into.get(k).copied().flatten() {
+                Some(t) if t.dtype == dtype && t.shape == shape => t.alias(),
+                _ => DeviceTensor::allocate(&self.ep, dtype, shape),
+            })
             .collect::<SessionResult<Vec<_>>>()?;
         let mut out_views: Vec<TensorMut<'_>> = outputs.iter_mut().map(|t| t.view_mut()).collect();
         match self.kernel.execute(&views, &mut out_views) {

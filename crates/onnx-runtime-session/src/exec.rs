@@ -18,6 +18,8 @@ pub(crate) enum Place {
     Skip,
     Host,
     Device,
+    /// In the memory of the device feed of graph input `i` (a KV cache updated in place).
+    Into(usize),
 }
 
 /// A graph output where the caller asked for it.
@@ -91,6 +93,7 @@ pub(crate) fn run_graph_bound<'a>(
         let mut slots = Slots::new(graph);
         slots.feed(graph, inputs, &[]);
         slots.feed_device(graph, device);
+        slots.bind_into(graph, device, places);
         execute_steps(graph, &mut slots, profile)?;
         slots.fetch_outputs(graph, places)
     };
@@ -167,6 +170,10 @@ pub(crate) struct Slots<'a> {
     /// Host values the run must compute exactly as given (those a capture copied before it
     /// started); any other value is an error.
     pub expected: Vec<(usize, Tensor)>,
+    /// By slot (graph outputs asked for with [`Place::Into`]): the device feed whose memory
+    /// the value goes to. A producer that can write there in place does
+    /// ([`onnx_runtime_ep_api::Kernel::in_place_input`]); otherwise the output is copied in.
+    pub into: Vec<Option<Arc<DeviceTensor>>>,
 }
 
 impl<'a> Slots<'a> {
@@ -187,6 +194,7 @@ impl<'a> Slots<'a> {
             device,
             uploads: None,
             expected: Vec::new(),
+            into: Vec::new(),
         }
     }
 
@@ -215,6 +223,25 @@ impl<'a> Slots<'a> {
         }
     }
 
+    /// Marks the slots of the outputs asked for in the memory of a device feed.
+    pub fn bind_into(
+        &mut self,
+        graph: &CompiledGraph,
+        device: &[Option<Arc<DeviceTensor>>],
+        places: &[Place],
+    ) {
+        for (io, place) in graph.outputs.iter().zip(places) {
+            if let Place::Into(i) = *place {
+                if let Some(Some(t)) = device.get(i) {
+                    if self.into.is_empty() {
+                        self.into.resize(graph.num_slots, None);
+                    }
+                    self.into[io.slot] = Some(t.clone());
+                }
+            }
+        }
+    }
+
     /// Every graph output where `places` asks for it (uploading a host value asked for on
     /// the device; the device value itself otherwise, no copy).
     pub fn fetch_outputs(
@@ -233,6 +260,7 @@ impl<'a> Slots<'a> {
                     Place::Device => self
                         .device_output(graph, io.slot, &io.name)
                         .map(Fetched::Device),
+                    Place::Into(_) => self.into_output(graph, io.slot, &io.name),
                 },
             )
             .collect()
@@ -262,6 +290,28 @@ impl<'a> Slots<'a> {
                 "graph output '{name}' was not produced (an optional output no node wrote, or an input that was not fed)"
             ))),
         }
+    }
+
+    /// A graph output asked for in a device feed's memory: that feed, holding the output
+    /// (copied in unless its producer wrote it there).
+    fn into_output(
+        &mut self,
+        graph: &CompiledGraph,
+        slot: usize,
+        name: &str,
+    ) -> SessionResult<Fetched> {
+        let target = self.into.get(slot).cloned().flatten().ok_or_else(|| {
+            SessionError::invalid(format!(
+                "graph output '{name}' was asked for in an input's memory, and that input is not a device value"
+            ))
+        })?;
+        if let Some(t) = self.device.get(slot).and_then(Option::as_ref) {
+            write_into(name, t, &target)?;
+            return Ok(Fetched::Device(target));
+        }
+        let t = self.device_output(graph, slot, name)?;
+        write_into(name, &t, &target)?;
+        Ok(Fetched::Device(target))
     }
 
     /// Makes a value that lives only on the device available on the host too.
@@ -324,6 +374,25 @@ impl<'a> Slots<'a> {
     }
 }
 
+/// Copies output `name`'s device value into `target` (nothing when it is already there).
+pub(crate) fn write_into(
+    name: &str,
+    value: &DeviceTensor,
+    target: &DeviceTensor,
+) -> SessionResult<()> {
+    if value.dtype() != target.dtype() || value.shape() != target.shape() {
+        return Err(SessionError::InvalidArgument(format!(
+            "output '{name}' is a {} tensor of shape {:?} and cannot go into the memory of a {} \
+             input of shape {:?}; bind it to an input of its own type and shape",
+            value.dtype(),
+            value.shape(),
+            target.dtype(),
+            target.shape()
+        )));
+    }
+    DeviceTensor::copy_pairs(&[(value, target)])
+}
+
 /// Runs a device step when all its inputs can live on the device (uploading those that are
 /// only on the host, except host values at the kernel's `host_inputs` positions, which it
 /// reads in place). `None`: the step runs on the host instead.
@@ -372,7 +441,41 @@ fn run_on_device(
                 .map_or(StepInput::Absent, StepInput::Device),
         })
         .collect();
-    device.run(&inputs)
+    let into = in_place_targets(device, step, slots);
+    device.run(&inputs, &into)
+}
+
+/// Per output of a device step: the device feed it may be written into in place. That is
+/// the feed of the input the kernel names ([`onnx_runtime_ep_api::Kernel::in_place_input`]),
+/// when the step reads it at that position only and is its last reader (so nothing after
+/// the step sees the overwritten bytes).
+fn in_place_targets<'s>(
+    device: &DeviceStep,
+    step: &Step,
+    slots: &'s Slots<'_>,
+) -> Vec<Option<&'s Arc<DeviceTensor>>> {
+    if slots.into.is_empty() {
+        return Vec::new();
+    }
+    step.outputs
+        .iter()
+        .enumerate()
+        .map(|(k, &out)| {
+            let target = slots.into[out].as_ref()?;
+            let j = device.kernel.in_place_input(k)?;
+            let input = (*step.inputs.get(j)?)?;
+            let fed = slots.device[input].as_ref()?;
+            let once = step
+                .inputs
+                .iter()
+                .flatten()
+                .filter(|&&s| s == input)
+                .count()
+                == 1
+                && !step.implicit.contains(&input);
+            (Arc::ptr_eq(fed, target) && once && step.free_after.contains(&input)).then_some(target)
+        })
+        .collect()
 }
 
 /// Whether input `pos` of a device step can be passed in host memory: the kernel reads it

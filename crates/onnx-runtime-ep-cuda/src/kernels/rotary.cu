@@ -114,9 +114,11 @@ struct GqaPrepParams {
   CacheView past_k, past_v, cur_k, cur_v;
   void *out_k, *out_v;
   i64 ob, oh, os, oc; // present strides (both caches)
-  i64 npres;          // b * kv_heads * tp * width
+  i64 npres;          // b * kv_heads * tp * width (in_place: b * kv_heads * s * width)
   i32 kv_heads, pbuf, tp, width;
-  i32 rotate_k, _pad;
+  // in_place: the present caches are the past buffers (same memory and strides), so only the
+  // s new rows at past_b are written; the kept rows are already there.
+  i32 rotate_k, in_place;
 };
 
 template <typename T, typename A> __device__ __forceinline__ void gqa_prep(const GqaPrepParams &p) {
@@ -132,13 +134,20 @@ template <typename T, typename A> __device__ __forceinline__ void gqa_prep(const
     if (is_v) e -= p.npres;
     const int c = (int)(e % p.width);
     i64 rest = e / p.width;
-    const int j = (int)(rest % p.tp);
-    rest /= p.tp;
+    const int rows = p.in_place ? r.s : p.tp;
+    int j = (int)(rest % rows);
+    rest /= rows;
     const int h = (int)(rest % p.kv_heads);
     const int bi = (int)(rest / p.kv_heads);
     i64 total = load_as_i64(r.seqlens, bi, r.seqlens_code) + 1;
     if (total < 0) total = 0;
     const i64 past_b = (r.first_prompt || total < r.s) ? 0 : total - r.s;
+    if (p.in_place) {
+      // New row j of this batch: it goes to row past_b + j (dropped past the buffer).
+      const i64 jj = past_b + j;
+      if (jj >= p.tp) continue;
+      j = (int)jj;
+    }
     i64 keep = past_b < p.pbuf ? past_b : p.pbuf;
     if (keep > p.tp) keep = p.tp;
     const CacheView &past = is_v ? p.past_v : p.past_k;

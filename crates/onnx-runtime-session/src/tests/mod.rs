@@ -6,6 +6,7 @@ mod binding;
 mod capture;
 mod control;
 mod device;
+mod in_place;
 mod kernels;
 mod optimize;
 mod precision;

@@ -133,6 +133,18 @@ impl Kernel for RecKernel {
                 let v: Vec<f32> = f32s(x, n).iter().map(|v| -v).collect();
                 write_f32s(y, &v);
             }),
+            // Add reads both inputs before it writes: its output may be its first input.
+            "Add" => {
+                let b = b.expect("Add has two inputs");
+                Box::new(move || {
+                    let v: Vec<f32> = f32s(x, n)
+                        .iter()
+                        .zip(f32s(b, n))
+                        .map(|(a, b)| a + b)
+                        .collect();
+                    write_f32s(y, &v);
+                })
+            }
             "Mul" => {
                 let b = b.expect("Mul has two inputs");
                 Box::new(move || {
@@ -167,6 +179,10 @@ impl Kernel for RecKernel {
         } else {
             CaptureSupport::Supported
         }
+    }
+
+    fn in_place_input(&self, output: usize) -> Option<usize> {
+        (self.op == "Add" && output == 0).then_some(0)
     }
 
     fn host_inputs(&self) -> Vec<usize> {
@@ -220,8 +236,16 @@ impl ExecutionProvider for RecProvider {
     fn supports(&self, node: &Node, _opset: u64) -> bool {
         // ConstantOfShape: claimed like the CUDA provider does; it must still stay on the host
         // when it only builds a shape.
-        ["Relu", "Mul", "Reshape", "Sign", "Neg", "ConstantOfShape"]
-            .contains(&node.op_type.as_str())
+        [
+            "Relu",
+            "Add",
+            "Mul",
+            "Reshape",
+            "Sign",
+            "Neg",
+            "ConstantOfShape",
+        ]
+        .contains(&node.op_type.as_str())
     }
 
     fn get_kernel(

@@ -323,10 +323,6 @@ impl GqaKernel {
     ) -> EpResult<()> {
         let base = &self.base;
         let (b, tp, d) = (plan.b, plan.tp, plan.d);
-        let npres = b * self.kv_heads * tp * d;
-        if rot.n == 0 && npres == 0 {
-            return Ok(());
-        }
         if out.0.strides != out.1.strides {
             return Err(base.unsupported(
                 plan.dtype,
@@ -341,10 +337,25 @@ impl GqaKernel {
             (1.., Some(t)) => view(View4::bhsd(ptr_of(t), t.strides)),
             _ => CacheView::default(),
         };
+        let (past_k, past_v) = (past(3), past(4));
+        // A shared past/present buffer bound in place (the session wrote present into the
+        // past's memory): the kept rows are already there, so only the new rows are written
+        // and a step moves no cache bytes. Rows past the new ones keep what they held; no
+        // attention reads them (each batch reads its seqlens_k + 1 keys).
+        let in_place = plan.pbuf == tp
+            && past_k.ptr == out.0.ptr
+            && past_v.ptr == out.1.ptr
+            && past_k.strides == out.0.strides
+            && past_v.strides == out.1.strides;
+        let rows = if in_place { plan.s } else { tp };
+        let npres = b * self.kv_heads * rows * d;
+        if rot.n == 0 && npres == 0 {
+            return Ok(());
+        }
         let mut p = GqaPrepParams {
             rot,
-            past_k: past(3),
-            past_v: past(4),
+            past_k,
+            past_v,
             cur_k: view(cur.0),
             cur_v: view(cur.1),
             out_k: out.0.ptr,
@@ -356,7 +367,7 @@ impl GqaKernel {
             tp: i32_of(base, tp, "present length")?,
             width: i32_of(base, d, "head size")?,
             rotate_k: plan.rot.is_some() as i32,
-            _pad: 0,
+            in_place: in_place as i32,
         };
         let total = rot.n as u64 + 2 * npres as u64;
         let f = self.prep[&plan.dtype];
@@ -505,6 +516,16 @@ impl Kernel for GqaKernel {
 
     fn set_constant_inputs(&mut self, constant: &[bool]) {
         self.host.set_constant(constant);
+    }
+
+    /// present_key / present_value in the memory of past_key / past_value: the shared
+    /// max-length buffer then gets only the new rows (see `prepare`).
+    fn in_place_input(&self, output: usize) -> Option<usize> {
+        match output {
+            1 => Some(3),
+            2 => Some(4),
+            _ => None,
+        }
     }
 }
 

@@ -88,7 +88,9 @@ pub(super) struct GqaPrepParams {
     pub(super) tp: i32,
     pub(super) width: i32,
     pub(super) rotate_k: i32,
-    pub(super) _pad: i32,
+    /// The present caches are the past buffers (same memory and strides): only the new rows
+    /// are written (`npres` counts b * kv_heads * s * width elements then).
+    pub(super) in_place: i32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
