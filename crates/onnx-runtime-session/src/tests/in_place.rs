@@ -5,7 +5,7 @@
 
 use super::recorder::*;
 use super::*;
-use crate::{CudaGraph, Input, OutputOn};
+use crate::{CudaGraph, DeviceValue, Input, Output, OutputOn};
 use std::sync::atomic::Ordering;
 
 fn t(v: &[f32]) -> Tensor {
@@ -15,7 +15,7 @@ fn t(v: &[f32]) -> Tensor {
     }
 }
 
-fn floats(v: &crate::DeviceValue) -> Vec<f32> {
+fn floats(v: &DeviceValue) -> Vec<f32> {
     v.to_host().unwrap().data::<f32>().to_vec()
 }
 
@@ -32,6 +32,21 @@ fn graph(op: &str, reader: bool) -> G {
         b.output("m");
     }
     b
+}
+
+/// One step: x uploaded, then the graph's op (cache, x) written into the cache (and m on the
+/// device when `m`).
+fn step(s: &Session, cache: &DeviceValue, xv: &[f32], m: bool) -> Vec<(String, Output)> {
+    let x = s.to_device(&t(xv)).unwrap();
+    let mut outputs = vec![("next", OutputOn::Into("cache"))];
+    if m {
+        outputs.push(("m", OutputOn::Device));
+    }
+    s.run_bound(
+        &[("cache", Input::Device(cache)), ("x", Input::Device(&x))],
+        &outputs,
+    )
+    .unwrap()
 }
 
 fn device_copies(c: &Counters) -> usize {
@@ -109,20 +124,12 @@ fn an_output_written_in_place_moves_no_cache_bytes_eager_and_replayed() {
 fn a_new_buffer_gets_its_own_graph_and_the_old_one_stays_valid() {
     let (dev, _) = Recorder::new();
     let s = session(&graph("Add", false), &dev, CudaGraph::Auto);
-    let x = s.to_device(&t(&[1.0; 12])).unwrap();
     for (k, start) in [0f32, 100.0].into_iter().enumerate() {
         let cache = s.to_device(&t(&[start; 12])).unwrap();
-        for step in 0..4 {
-            s.run_bound(
-                &[("cache", Input::Device(&cache)), ("x", Input::Device(&x))],
-                &[("next", OutputOn::Into("cache"))],
-            )
-            .unwrap();
-            assert_eq!(
-                floats(&cache),
-                vec![start + step as f32 + 1.0; 12],
-                "buffer {k}"
-            );
+        for n in 0..4 {
+            step(&s, &cache, &[1.0; 12], false);
+            let want = vec![start + n as f32 + 1.0; 12];
+            assert_eq!(floats(&cache), want, "buffer {k}");
         }
     }
     let captured = s
@@ -141,20 +148,14 @@ fn a_producer_that_cannot_write_in_place_is_copied_in() {
         let s = session(&graph("Mul", false), &dev, mode);
         let cache = s.to_device(&t(&[1.0; 12])).unwrap();
         let mut want = vec![1f32; 12];
-        for step in 0..4u64 {
-            let xv = rand_f32(12, step + 7);
-            let x = s.to_device(&t(&xv)).unwrap();
-            let out = s
-                .run_bound(
-                    &[("cache", Input::Device(&cache)), ("x", Input::Device(&x))],
-                    &[("next", OutputOn::Into("cache"))],
-                )
-                .unwrap();
+        for n in 0..4u64 {
+            let xv = rand_f32(12, n + 7);
+            let out = step(&s, &cache, &xv, false);
             assert_eq!(out[0].1.as_device().unwrap().data_ptr(), cache.data_ptr());
             for (w, x) in want.iter_mut().zip(&xv) {
                 *w *= x;
             }
-            assert_eq!(floats(&cache), want, "{mode:?} step {step}");
+            assert_eq!(floats(&cache), want, "{mode:?} step {n}");
         }
     }
 }
@@ -166,23 +167,17 @@ fn a_later_reader_of_the_feed_sees_its_old_bytes() {
         let s = session(&graph("Add", true), &dev, mode);
         let cache = s.to_device(&t(&[2.0; 12])).unwrap();
         let mut old = vec![2f32; 12];
-        for step in 0..4u64 {
-            let xv = rand_f32(12, step + 3);
-            let x = s.to_device(&t(&xv)).unwrap();
-            let out = s
-                .run_bound(
-                    &[("cache", Input::Device(&cache)), ("x", Input::Device(&x))],
-                    &[("next", OutputOn::Into("cache")), ("m", OutputOn::Device)],
-                )
-                .unwrap();
+        for n in 0..4u64 {
+            let xv = rand_f32(12, n + 3);
+            let out = step(&s, &cache, &xv, true);
             let next: Vec<f32> = old.iter().zip(&xv).map(|(c, x)| c + x).collect();
             let m: Vec<f32> = next.iter().zip(&old).map(|(n, c)| n * c).collect();
             assert_eq!(
                 floats(out[1].1.as_device().unwrap()),
                 m,
-                "{mode:?} step {step}"
+                "{mode:?} step {n}"
             );
-            assert_eq!(floats(&cache), next, "{mode:?} step {step}");
+            assert_eq!(floats(&cache), next, "{mode:?} step {n}");
             old = next;
         }
     }

@@ -82,6 +82,18 @@ pub(super) fn write_f32s(ptr: usize, v: &[f32]) {
     unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), ptr as *mut f32, v.len()) }
 }
 
+/// An element-wise launch over `n` floats: y = f(x, b) (both read before y is written).
+fn binary(x: usize, b: usize, n: usize, y: usize, f: fn(f32, f32) -> f32) -> Launch {
+    Box::new(move || {
+        let v: Vec<f32> = f32s(x, n)
+            .iter()
+            .zip(f32s(b, n))
+            .map(|(a, b)| f(*a, b))
+            .collect();
+        write_f32s(y, &v);
+    })
+}
+
 impl RecKernel {
     /// Reshape's target shape: read in place from host memory, or (counted) from the device.
     fn shape_input(&self, v: &TensorView<'_>) -> Vec<usize> {
@@ -134,28 +146,8 @@ impl Kernel for RecKernel {
                 write_f32s(y, &v);
             }),
             // Add reads both inputs before it writes: its output may be its first input.
-            "Add" => {
-                let b = b.expect("Add has two inputs");
-                Box::new(move || {
-                    let v: Vec<f32> = f32s(x, n)
-                        .iter()
-                        .zip(f32s(b, n))
-                        .map(|(a, b)| a + b)
-                        .collect();
-                    write_f32s(y, &v);
-                })
-            }
-            "Mul" => {
-                let b = b.expect("Mul has two inputs");
-                Box::new(move || {
-                    let v: Vec<f32> = f32s(x, n)
-                        .iter()
-                        .zip(f32s(b, n))
-                        .map(|(a, b)| a * b)
-                        .collect();
-                    write_f32s(y, &v);
-                })
-            }
+            "Add" => binary(x, b.expect("Add has two inputs"), n, y, |a, b| a + b),
+            "Mul" => binary(x, b.expect("Mul has two inputs"), n, y, |a, b| a * b),
             _ => Box::new(move || write_f32s(y, &f32s(x, n))), // Reshape: a copy
         };
         match self.dev.capture.lock().unwrap().as_mut() {
