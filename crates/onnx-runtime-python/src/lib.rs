@@ -517,7 +517,9 @@ impl NativeSession {
     }
 
     /// A bound run (`run_with_iobinding`): `inputs` are (name, value) pairs, host or device
-    /// values; `outputs` are (name, on_device) pairs, in the order the results come back.
+    /// values; `outputs` are (name, on_device, into) triples, in the order the results come
+    /// back; `into` names a device input whose memory the output is written into (a KV
+    /// cache bound as both past and present: `OutputOn::Into`), or is None.
     /// Device inputs made on another provider (a value made without this session) are
     /// synchronized first so this session's stream reads their final bytes; with
     /// `synchronize` the run waits for the device before returning (onnxruntime's default).
@@ -526,7 +528,7 @@ impl NativeSession {
         &self,
         py: Python<'_>,
         inputs: Vec<(String, Py<NativeValue>)>,
-        outputs: Vec<(String, bool)>,
+        outputs: Vec<(String, bool, Option<String>)>,
         synchronize: bool,
     ) -> PyResult<Vec<NativeValue>> {
         let device = self.session.device();
@@ -536,7 +538,7 @@ impl NativeSession {
                     return Err(error(
                         Code::InvalidArgument,
                         format!(
-                            "input '{name}' is bound to a value on {}, and the session runs on                              the CPU only (CPUExecutionProvider); bind a CPU value or build the                              session with CUDAExecutionProvider",
+                            "input '{name}' is bound to a value on {}, and the session runs on the CPU only (CPUExecutionProvider); bind a CPU value or build the session with CUDAExecutionProvider",
                             d.device_id()
                         ),
                     ));
@@ -548,11 +550,11 @@ impl NativeSession {
             }
         }
         if device.is_none() {
-            if let Some((name, _)) = outputs.iter().find(|(_, on)| *on) {
+            if let Some((name, _, _)) = outputs.iter().find(|(_, on, _)| *on) {
                 return Err(error(
                     Code::InvalidArgument,
                     format!(
-                        "output '{name}' is bound to a CUDA device, and the session runs on the                          CPU only (CPUExecutionProvider)"
+                        "output '{name}' is bound to a CUDA device, and the session runs on the CPU only (CPUExecutionProvider)"
                     ),
                 ));
             }
@@ -569,15 +571,13 @@ impl NativeSession {
             .collect();
         let wanted: Vec<(&str, OutputOn)> = outputs
             .iter()
-            .map(|(n, on)| {
-                (
-                    n.as_str(),
-                    if *on {
-                        OutputOn::Device
-                    } else {
-                        OutputOn::Host
-                    },
-                )
+            .map(|(n, on, into)| {
+                let place = match (into, on) {
+                    (Some(input), _) => OutputOn::Into(input),
+                    (None, true) => OutputOn::Device,
+                    (None, false) => OutputOn::Host,
+                };
+                (n.as_str(), place)
             })
             .collect();
         let result = py.detach(|| -> Result<_, SessionError> {

@@ -157,3 +157,30 @@ def test_device_misuse_is_a_clear_error(gpu):
     cb = cpu_only.io_binding()
     with pytest.raises(ort.InvalidArgument, match="CPU only"):
         cb.bind_ortvalue_input("x", ort.from_dlpack(x))
+
+
+def test_an_output_bound_to_its_input_value_is_written_into_it():
+    """A KV cache bound as both an input and an output (the same CUDA OrtValue, as ORT users
+    write decoders): the run writes the output into that memory; nothing is copied after."""
+    model = make_model(
+        [helper.make_node("Add", ["cache", "x"], ["next"])],
+        [tensor("cache", shape=[4, 3]), tensor("x", shape=[4, 3])],
+        [tensor("next", shape=[4, 3])],
+        [],
+    )
+    s = ort.InferenceSession(model, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    cache = torch.zeros(4, 3, device="cuda")
+    cv = ort.from_dlpack(cache)
+    want = torch.zeros(4, 3, device="cuda")
+    for seed in range(4):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        x = torch.randn(4, 3, device="cuda", generator=g)
+        want += x
+        binding = s.io_binding()
+        binding.bind_ortvalue_input("cache", cv)
+        binding.bind_ortvalue_input("x", ort.from_dlpack(x))
+        binding.bind_ortvalue_output("next", cv)
+        s.run_with_iobinding(binding)
+        (out,) = binding.get_outputs()
+        assert out is cv and out.data_ptr() == cache.data_ptr()
+        assert torch.equal(cache, want), f"step {seed}"

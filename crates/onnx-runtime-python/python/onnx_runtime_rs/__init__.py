@@ -579,7 +579,7 @@ class InferenceSession:
         for name in names:
             if name not in self._output_index:
                 raise _invalid(f"Invalid output name:{name}")
-        return [OrtValue(v) for v in self._native.run_bound(feeds, [(n, False) for n in names])]
+        return [OrtValue(v) for v in self._native.run_bound(feeds, [(n, False, None) for n in names])]
 
     def __repr__(self) -> str:
         where = self._model_path or "<model bytes>"

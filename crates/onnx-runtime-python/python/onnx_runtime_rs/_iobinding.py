@@ -293,9 +293,16 @@ class IOBinding:
         if not self._outputs:
             raise _invalid("no output is bound: bind_output or bind_ortvalue_output at least one")
         names = list(self._outputs)
+        # An output bound to the same CUDA OrtValue as an input (a KV cache as past and
+        # present) is written into that memory by the run itself: no copy afterwards.
+        into = {}
+        for name in names:
+            dst = self._outputs[name][1]
+            if dst is not None and dst.device_name() == "cuda":
+                into[name] = next((n for n, v in self._inputs.items() if v is dst), None)
         natives = self._session._native.run_bound(
             [(n, v._native) for n, v in self._inputs.items()],
-            [(n, self._outputs[n][0]) for n in names],
+            [(n, self._outputs[n][0], into.get(n)) for n in names],
             synchronize,
         )
         results = []
@@ -304,6 +311,7 @@ class IOBinding:
             if dst is None:
                 results.append(OrtValue(got))
             else:
-                got.copy_into(dst._native, name)
+                if into.get(name) is None:
+                    got.copy_into(dst._native, name)
                 results.append(dst)
         self._results = results
