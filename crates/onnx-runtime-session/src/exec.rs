@@ -260,7 +260,7 @@ impl<'a> Slots<'a> {
                     Place::Device => self
                         .device_output(graph, io.slot, &io.name)
                         .map(Fetched::Device),
-                    Place::Into(_) => self.into_output(graph, io.slot, &io.name),
+                    Place::Into(_) => self.written_output(graph, io.slot, &io.name),
                 },
             )
             .collect()
@@ -294,7 +294,7 @@ impl<'a> Slots<'a> {
 
     /// A graph output asked for in a device feed's memory: that feed, holding the output
     /// (copied in unless its producer wrote it there).
-    fn into_output(
+    fn written_output(
         &mut self,
         graph: &CompiledGraph,
         slot: usize,
