@@ -217,7 +217,7 @@ pub fn print_capture(report: &CaptureReport) {
     for sig in &report.signatures {
         println!(
             "cuda graph for inputs {}: {}, {} replays, {:.1} MiB of graph memory",
-            sig.inputs.join(" "),
+            sig.inputs_summary(),
             sig.state,
             sig.replays,
             sig.graph_bytes as f64 / (1 << 20) as f64

@@ -148,7 +148,7 @@ fn print_graphs(model: &Model) {
         let _ = writeln!(
             err,
             "cuda graph ({what} step, inputs {}): {}, {} replays, {:.1} MiB of graph memory",
-            sig.inputs.join(" "),
+            sig.inputs_summary(),
             sig.state,
             sig.replays,
             sig.graph_bytes as f64 / (1 << 20) as f64

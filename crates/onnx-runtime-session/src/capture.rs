@@ -109,6 +109,27 @@ pub struct SignatureReport {
     pub graph_bytes: usize,
 }
 
+impl SignatureReport {
+    /// The inputs on one line, runs of equal entries folded (`48 x float16[1, 2, 144, 64]`:
+    /// a decoder's caches).
+    pub fn inputs_summary(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < self.inputs.len() {
+            let run = self.inputs[i..]
+                .iter()
+                .take_while(|s| **s == self.inputs[i])
+                .count();
+            parts.push(match run {
+                1 => self.inputs[i].clone(),
+                n => format!("{n} x {}", self.inputs[i]),
+            });
+            i += run;
+        }
+        parts.join(" ")
+    }
+}
+
 impl GraphCache {
     pub fn new(ep: Arc<dyn ExecutionProvider>) -> Self {
         GraphCache {

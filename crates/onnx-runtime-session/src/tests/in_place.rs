@@ -116,6 +116,10 @@ fn an_output_written_in_place_moves_no_cache_bytes_eager_and_replayed() {
                 "{:?}",
                 sig.inputs
             );
+            assert_eq!(
+                sig.inputs_summary(),
+                "float[4, 3] (written in place) float[4, 3]"
+            );
         }
     }
 }
@@ -239,4 +243,17 @@ fn writing_into_an_input_misused_is_a_clear_error() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("two outputs"), "{e}");
+}
+
+#[test]
+fn a_signatures_inputs_fold_runs_of_equal_entries() {
+    let sig = crate::capture::SignatureReport {
+        inputs: ["int64[1, 1]", "c", "c", "c", "-", "c"]
+            .map(String::from)
+            .to_vec(),
+        state: "warm".into(),
+        replays: 0,
+        graph_bytes: 0,
+    };
+    assert_eq!(sig.inputs_summary(), "int64[1, 1] 3 x c - c");
 }
