@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Runs ON the GPU machine: the LLM decode table of the generation issue. Builds random-weight
-Qwen2-shaped Hugging Face models from `Qwen2Config` (nothing downloaded), exports each with the
+Hugging Face models of real shapes (Qwen2.5 0.5B and 1.5B, Llama 3.2 1B, Phi-3 mini;
+nothing downloaded), exports each with the
 onnxruntime-genai model builder (`python3 -m onnxruntime_genai.models.builder -i HF -o OUT -p
 fp16|int4 -e cuda`), then, on the same weights and the same 16 prompt ids, times
   - `onnx-runtime generate OUT --ep cuda --bench` (greedy, end-of-sequence ignored, 128 new
@@ -11,7 +12,7 @@ and prints a Markdown table of decode tokens/s, then checks that our first 32 gr
 agree with onnxruntime (CPU) on the same export, and reports how far they agree with Hugging
 Face's (fp16 rounding differs there, and int4 weights are not Hugging Face's).
 
-    python3 scripts/gpu-llm-bench.py --cli .gpu/onnx-runtime [--sizes 0.5b 1.5b]
+    python3 scripts/gpu-llm-bench.py --cli .gpu/onnx-runtime [--sizes 0.5b 1.5b llama-1b phi3-mini]
         [--precisions fp16 int4] [--work DIR] [--new-tokens 128] [--check-tokens 32]
         [--skip-hf] [--skip-check] [--rebuild]
 
@@ -33,13 +34,26 @@ from pathlib import Path
 
 import numpy as np
 
-SIZES = {  # Qwen2.5 shapes (head size = hidden / heads), tied embeddings
-    "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
+QWEN = dict(arch="Qwen2", vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6,
+            rms_norm_eps=1e-6, tie_word_embeddings=True)
+SIZES = {  # real shapes (head size = hidden / heads) of the families the builder exports
+    # Qwen2.5 0.5B and 1.5B: tied embeddings, 2 KV heads
+    "0.5b": dict(QWEN, hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
                  num_key_value_heads=2, intermediate_size=4864),
-    "1.5b": dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12,
+    "1.5b": dict(QWEN, hidden_size=1536, num_hidden_layers=28, num_attention_heads=12,
                  num_key_value_heads=2, intermediate_size=8960),
+    # Llama 3.2 1B (plain rotary: the llama3 frequency scaling changes no shape)
+    "llama-1b": dict(arch="Llama", vocab_size=128256, max_position_embeddings=8192,
+                     rope_theta=5e5, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                     hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=8192),
+    # Phi-3 mini 4k: packed QKV and gate/up projections, as many KV heads as query heads
+    "phi3-mini": dict(arch="Phi3", vocab_size=32064, max_position_embeddings=4096,
+                      original_max_position_embeddings=4096, rope_theta=1e4,
+                      rms_norm_eps=1e-5, tie_word_embeddings=False, hidden_size=3072,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                      intermediate_size=8192),
 }
-VOCAB = 151936
 PROMPT_LEN = 16
 
 
@@ -47,9 +61,22 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def prompt_ids() -> list[int]:
+def prompt_ids(size: str) -> list[int]:
+    """The same 16 ids for every model whose vocabulary holds them (Qwen's, Llama's); drawn
+    below the vocabulary's size for the others."""
     rng = np.random.default_rng(15)
-    return [int(x) for x in rng.integers(1000, 100000, PROMPT_LEN)]
+    return [int(x) for x in rng.integers(1000, min(100000, vocab(size) - 1), PROMPT_LEN)]
+
+
+def vocab(size: str) -> int:
+    return SIZES[size]["vocab_size"]
+
+
+def hf_classes(size: str):
+    import transformers
+
+    arch = SIZES[size]["arch"]
+    return getattr(transformers, f"{arch}Config"), getattr(transformers, f"{arch}ForCausalLM")
 
 
 def byte_alphabet() -> list[str]:
@@ -93,19 +120,18 @@ def write_tokenizer(hf: Path):
 
 def build_hf(size: str, hf: Path):
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     if (hf / "config.json").is_file():
         return
-    log(f"[{size}] random-weight Qwen2 model -> {hf}")
-    cfg = Qwen2Config(vocab_size=VOCAB, max_position_embeddings=32768, rope_theta=1e6,
-                      rms_norm_eps=1e-6, tie_word_embeddings=True,
-                      bos_token_id=None, eos_token_id=VOCAB - 1, pad_token_id=VOCAB - 1,
-                      **SIZES[size])
-    cfg.architectures = ["Qwen2ForCausalLM"]
+    config_cls, model_cls = hf_classes(size)
+    shape = {k: v for k, v in SIZES[size].items() if k != "arch"}
+    log(f"[{size}] random-weight {model_cls.__name__} -> {hf}")
+    end = vocab(size) - 1
+    cfg = config_cls(bos_token_id=None, eos_token_id=end, pad_token_id=end, **shape)
+    cfg.architectures = [model_cls.__name__]
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = Qwen2ForCausalLM(cfg)
+        model = model_cls(cfg)
     model = model.to(torch.float16).eval()
     model.save_pretrained(hf)
     write_tokenizer(hf)
@@ -193,13 +219,12 @@ def ort_tokens(out: Path, ids, n: int):
     return tokens, gaps
 
 
-def hf_bench(hf: Path, ids, new: int):
+def hf_bench(size: str, hf: Path, ids, new: int):
     """Decode tokens/s of transformers generate with a static cache (fp16, greedy), and the
     greedy tokens."""
     import torch
-    from transformers import Qwen2ForCausalLM
 
-    model = Qwen2ForCausalLM.from_pretrained(hf, dtype=torch.float16).cuda().eval()
+    model = hf_classes(size)[1].from_pretrained(hf, dtype=torch.float16).cuda().eval()
     model.generation_config.eos_token_id = None
     x = torch.tensor([ids], device="cuda")
     mask = torch.ones_like(x)
@@ -210,7 +235,7 @@ def hf_bench(hf: Path, ids, new: int):
         with torch.no_grad():
             y = model.generate(x, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
                                do_sample=False, cache_implementation="static",
-                               pad_token_id=VOCAB - 1)
+                               pad_token_id=vocab(size) - 1)
         torch.cuda.synchronize()
         return time.perf_counter() - t, y[0, len(ids):].tolist()
 
@@ -239,7 +264,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", type=Path, default=Path("target/release/onnx-runtime"))
     ap.add_argument("--work", type=Path, default=Path("/tmp/gpu-llm-bench"))
-    ap.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
+    ap.add_argument("--sizes", nargs="*", default=["0.5b", "1.5b"], choices=list(SIZES))
     ap.add_argument("--precisions", nargs="*", default=["int4", "fp16"],
                     choices=["int4", "fp16"])
     ap.add_argument("--new-tokens", type=int, default=128)
@@ -265,15 +290,15 @@ def main() -> int:
 
         shutil.rmtree(a.work)
     a.work.mkdir(parents=True, exist_ok=True)
-    ids = prompt_ids()
-    log(f"prompt ids: {ids}")
     rows, hf_rates, failed = [], {}, False
     for size in a.sizes:
+        ids = prompt_ids(size)
+        log(f"[{size}] prompt ids: {ids}")
         hf = a.work / f"hf-{size}"
         build_hf(size, hf)
         if not a.skip_hf and "fp16" in a.precisions:
             log(f"[{size}] transformers static cache")
-            hf_rates[size] = hf_bench(hf, ids, a.new_tokens)
+            hf_rates[size] = hf_bench(size, hf, ids, a.new_tokens)
         for prec in a.precisions:
             out = a.work / f"onnx-{size}-{prec}"
             export(hf, out, prec, a.work / "cache")
@@ -314,7 +339,7 @@ def main() -> int:
                  else "—" for s in a.sizes for p in a.precisions]
         print("| Hugging Face transformers 5, static cache | " + " | ".join(cells) + " |")
     print(f"\nbatch 1, {PROMPT_LEN}-token prompt, {a.new_tokens} new tokens greedy, random "
-          "weights from the Qwen2.5 configs; decode tokens/s over the tokens after the first.\n")
+          "weights from the configs' real shapes; decode tokens/s over the tokens after the first.\n")
     print("| model | prompt ms | time to first token ms | decode tok/s | check |")
     print("| --- | --- | --- | --- | --- |")
     for r in rows:

@@ -12,7 +12,8 @@
 #   # the onnxruntime-genai wheel in .whl/ (the model builder; see /work/.library/device).
 #
 # then, with carry [".gpu/c1", ".whl"]:  bash .gpu/c1/run.sh STEP...
-# steps: tests, tests-pdl, t-FILTER, llm, llmb, llm-pdl, llm15, kt, kt-fp16, san, py
+# steps: tests, tests-pdl, t-FILTER, llm, llmb, llm-pdl, llm15, llmx (Llama 1B and Phi-3 mini
+# int4), kt, kt-fp16, san, py
 set -uo pipefail
 C1=$(cd "$(dirname "$0")" && pwd)
 G=/tmp/g
@@ -38,6 +39,7 @@ for step in "$@"; do
     llm) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llmb) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime-base --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llm-pdl) ONNX_RUNTIME_CUDA_PDL=1 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
+    llmx) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes llama-1b phi3-mini --precisions int4 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llm15) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 1.5b --precisions fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     kt|kt-fp16)
       p=int4; [[ $step == kt-fp16 ]] && p=fp16

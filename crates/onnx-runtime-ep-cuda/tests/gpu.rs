@@ -47,6 +47,8 @@ mod elementwise;
 mod fused;
 #[path = "gpu/gemm.rs"]
 mod gemm;
+#[path = "gpu/gemv.rs"]
+mod gemv;
 #[path = "gpu/gqa_in_place.rs"]
 mod gqa_in_place;
 #[path = "gpu/index.rs"]

@@ -25,6 +25,7 @@ mod quant;
 mod reduce;
 mod reshape;
 mod rnn;
+mod scratch;
 mod select;
 mod signal;
 mod tensor_misc;

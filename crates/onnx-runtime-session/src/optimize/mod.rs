@@ -107,6 +107,9 @@ fn groups(level: OptimizationLevel, device: Passes) -> Vec<Vec<Pass>> {
         if device.nbits_glu {
             g.push(vec![nbits_glu::fuse_nbits_silu_mul]);
         }
+        if device.matmul_glu {
+            g.push(vec![nbits_glu::fuse_matmul_silu_mul]);
+        }
         if device.norm_nbits {
             g.push(vec![norm_nbits::fuse_norm_nbits]);
         }
@@ -128,6 +131,8 @@ struct Passes {
     chains: bool,
     /// Gated MatMulNBits pairs into `MatMulNBitsSiluMul`.
     nbits_glu: bool,
+    /// Gated MatMul pairs with constant float weights into `MatMulSiluMul`.
+    matmul_glu: bool,
     /// RMS norms into the MatMulNBits products that read them (`NormMatMulNBits`).
     norm_nbits: bool,
     /// Residual Add then LayerNormalization into `com.microsoft` SkipLayerNormalization.
@@ -148,6 +153,7 @@ impl Passes {
             standard: false,
             chains: all && elementwise_chain::enabled(device, registry),
             nbits_glu: all && nbits_glu::enabled(device, registry),
+            matmul_glu: all && nbits_glu::float_enabled(device, registry),
             norm_nbits: all && norm_nbits::enabled(device, registry),
             skip_norm: all && skip_norm::enabled(device, registry),
             attention: all && attention_fuse::enabled(device, registry),

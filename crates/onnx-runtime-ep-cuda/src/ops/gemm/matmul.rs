@@ -2,6 +2,7 @@
 //! permutations) and the session's internal MatMulBias (`act(A @ B + bias)` with a 2-D B).
 
 use super::driver::{FloatEngine, FloatProblem};
+use super::gemv::{Gemv, GemvOperands};
 use super::integer::{self, IntFns, IntProblem};
 use super::shape::{product, Act, Product};
 use crate::ops::common::*;
@@ -28,6 +29,7 @@ struct MatMulKernel {
     base: Base,
     kind: Kind,
     float: FloatEngine,
+    gemv: Gemv,
     ints: IntFns,
     warmed: AtomicBool,
 }
@@ -151,6 +153,15 @@ impl Kernel for MatMulKernel {
                     (1.0, Some((ptr_of(bias), bias.strides[0] as i64)), act)
                 }
             };
+            // Decode shapes (a few rows of A, a 2-D B): the bandwidth-bound kernel of our own.
+            let unit_bias = bias.is_none_or(|(_, s)| s == 1 || prod.n == 1);
+            if alpha == 1.0 && unit_bias {
+                if let Some(g) = GemvOperands::of(dtype, &prod, &om) {
+                    self.gemv.run(base, &g, bias.map(|b| b.0), act, None)?;
+                    self.warmed.store(true, Ordering::Release);
+                    return Ok(());
+                }
+            }
             self.float.run(
                 base,
                 &FloatProblem {
@@ -189,10 +200,12 @@ fn build(rt: &Arc<CudaRuntime>, req: &KernelRequest<'_>, kind: Kind) -> EpResult
     let base = Base::new(rt, req.node);
     let float = FloatEngine::new(&base)?;
     let ints = IntFns::load(&base)?;
+    let gemv = Gemv::new(&base);
     Ok(Box::new(MatMulKernel {
         base,
         kind,
         float,
+        gemv,
         ints,
         warmed: AtomicBool::new(false),
     }))

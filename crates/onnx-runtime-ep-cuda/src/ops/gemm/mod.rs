@@ -1,6 +1,6 @@
 //! Matrix products: MatMul (opsets 1, 9, 13), Gemm (1, 6, 7, 9, 11, 13; the `broadcast`
 //! attribute of opsets 1 and 6 changes nothing: C broadcasts as the CPU provider lets it),
-//! com.microsoft FusedMatMul, the session's internal MatMulBias, MatMulInteger (10),
+//! com.microsoft FusedMatMul, the session's internal MatMulBias and MatMulSiluMul, MatMulInteger (10),
 //! QLinearMatMul (10, 21) and Einsum (12, pairwise contractions on the same products, see
 //! [`einsum`]).
 //!
@@ -19,6 +19,9 @@
 //! (`CudaOptions::tf32`, the CLI's `--tf32`, or `ONNX_RUNTIME_CUDA_TF32=1` for
 //! `CudaExecutionProvider::new`) lets float32 products use TF32 tensor cores.
 //!
+//! Decode shapes (at most four rows of A, a 2-D weight) run on a bandwidth-bound kernel of our
+//! own instead ([`gemv`]): cuBLASLt's M = 1 kernels leave most of the device idle there.
+//!
 //! Integer products (int32/int64/uint32/uint64 MatMul and Gemm with wrapping arithmetic,
 //! MatMulInteger, QLinearMatMul) run on a tiled kernel of our own that reads any strides and
 //! subtracts zero points as it loads.
@@ -27,9 +30,11 @@ pub(crate) mod blas;
 pub(crate) mod driver;
 mod einsum;
 mod gemm_op;
+pub(crate) mod gemv;
 mod integer;
 mod matmul;
 pub(crate) mod shape;
+mod silu_mul;
 
 use super::Registry;
 use crate::compiler::ModuleSpec;
@@ -40,7 +45,20 @@ pub const INTERNAL_DOMAIN: &str = "ai.onnx_runtime_rs.internal";
 
 /// The epilogue and integer-product kernels.
 pub(crate) fn gemm_module() -> ModuleSpec {
-    ModuleSpec::new("gemm", include_str!("../../kernels/gemm.cu")).with_half()
+    const SRC: &str = concat!(
+        include_str!("../../kernels/gemm_act.cuh"),
+        include_str!("../../kernels/gemm.cu")
+    );
+    ModuleSpec::new("gemm", SRC).with_half()
+}
+
+/// The decode product (`gemv_*`, [`gemv`]).
+pub(crate) fn gemv_module() -> ModuleSpec {
+    const SRC: &str = concat!(
+        include_str!("../../kernels/gemm_act.cuh"),
+        include_str!("../../kernels/gemv.cu")
+    );
+    ModuleSpec::new("gemv", SRC).with_half()
 }
 
 pub fn register(r: &mut Registry) {
@@ -49,6 +67,7 @@ pub fn register(r: &mut Registry) {
     }
     r.register("com.microsoft", "FusedMatMul", 1, matmul::fused_matmul);
     r.register(INTERNAL_DOMAIN, "MatMulBias", 1, matmul::matmul_bias);
+    r.register(INTERNAL_DOMAIN, "MatMulSiluMul", 1, silu_mul::matmul_silu_mul);
     for since in [1, 6, 7, 9, 11, 13] {
         r.register("", "Gemm", since, gemm_op::gemm);
     }
@@ -61,5 +80,5 @@ pub fn register(r: &mut Registry) {
 
 /// The NVRTC modules this family compiles (all variants, for the compile test).
 pub fn modules() -> Vec<ModuleSpec> {
-    vec![gemm_module(), einsum::einsum_module()]
+    vec![gemm_module(), gemv_module(), einsum::einsum_module()]
 }

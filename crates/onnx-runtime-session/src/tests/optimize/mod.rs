@@ -9,6 +9,7 @@ mod cse;
 mod elementwise_chain;
 mod fused_conv_ref;
 mod matmul_fuse;
+mod matmul_glu;
 mod nbits_glu;
 mod noop;
 mod norm_nbits;

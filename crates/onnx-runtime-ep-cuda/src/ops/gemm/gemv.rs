@@ -1,0 +1,232 @@
+//! The decode product `gemv_*` (kernels/gemv.cu): at most [`MAX_ROWS`] rows of A times a
+//! row-major 2-D B of float32, float16 or bfloat16, read at memory bandwidth where cuBLASLt's
+//! M = 1 kernels leave most multiprocessors idle. MatMul, FusedMatMul (alpha 1, B not
+//! transposed), MatMulBias and the internal MatMulSiluMul take it when their operands fit
+//! ([`GemvOperands::of`]); everything else stays on cuBLASLt.
+//!
+//! The kernel splits K so that about four blocks per multiprocessor run; with several splits
+//! the last one of a column tile to finish adds the float32 partials in split order, so the
+//! bytes of a run do not depend on the order blocks finish in.
+
+use super::shape::{alignment, merge, Act, Mat, Product};
+use crate::ops::common::*;
+use crate::ops::scratch::Scratch;
+use crate::runtime::{CuPtr, Function};
+use onnx_runtime_ep_api::EpResult;
+use onnx_runtime_ir::DataType;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Rows of A the kernel takes (its `m1`, `m2`, `m4` variants).
+pub const MAX_ROWS: usize = 4;
+const THREADS: u32 = 256;
+/// Row lanes of a block (GV_LANES) and rows of B in flight per thread (GV_U; 2 for _glu).
+const LANES: usize = 32;
+const ROWS_IN_FLIGHT: usize = 4;
+
+/// Mirrors `GemvParams` in kernels/gemv.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct GemvParams {
+    a: u64,
+    b: u64,
+    b2: u64,
+    bias: u64,
+    y: u64,
+    part: u64,
+    count: u64,
+    a_rs: i64,
+    b_rs: i64,
+    y_rs: i64,
+    m: i32,
+    n: i32,
+    k: i32,
+    kchunk: i32,
+    splits: i32,
+    act: i32,
+    p0: f32,
+    p1: f32,
+}
+
+/// One product the kernel can run: `rows` rows of A (`a_rs` apart, unit column stride), B's
+/// K rows of N (`b_rs` apart), Y's rows `y_rs` apart.
+#[derive(Clone, Copy, Debug)]
+pub struct GemvOperands {
+    pub dtype: DataType,
+    pub a: CuPtr,
+    pub a_rs: i64,
+    pub rows: usize,
+    pub k: usize,
+    pub n: usize,
+    pub b: CuPtr,
+    pub b_rs: i64,
+    pub y: CuPtr,
+    pub y_rs: i64,
+}
+
+fn elem_bytes(dtype: DataType) -> Option<usize> {
+    match dtype {
+        DataType::Float32 => Some(4),
+        DataType::Float16 | DataType::BFloat16 => Some(2),
+        _ => None,
+    }
+}
+
+/// The (rows, row stride) of a batch of `rows x cols` matrices of A and of the output read
+/// as one stack of rows, when both can be: unit column strides, batch axes that merge.
+fn stacked_rows(a: &Mat, a_bstrides: &[i64], om: &Mat) -> Option<(usize, i64, i64)> {
+    if (a.cols > 1 && a.cs != 1) || (om.cols > 1 && om.cs != 1) {
+        return None;
+    }
+    let mut dims = om.batch.clone();
+    dims.push(a.rows);
+    let mut sa = a_bstrides.to_vec();
+    sa.push(a.rs);
+    let mut so = om.bstrides.clone();
+    so.push(om.rs);
+    let (d, [sa, so]) = merge(&dims, [&sa, &so]);
+    match d.len() {
+        0 => Some((1, 0, 0)),
+        1 => Some((d[0], sa[0], so[0])),
+        _ => None,
+    }
+}
+
+impl GemvOperands {
+    /// The operands of `prod` (output `out`) when the kernel takes them: a float32 / float16
+    /// / bfloat16 product of at most [`MAX_ROWS`] rows, B 2-D (no batch), row-major with
+    /// 16-byte aligned rows and N a multiple of 16 bytes' worth of elements, A's and the
+    /// output's rows one stack with unit column strides.
+    pub fn of(dtype: DataType, prod: &Product, out: &Mat) -> Option<GemvOperands> {
+        let es = elem_bytes(dtype)?;
+        let (b, a) = (&prod.b, &prod.a);
+        let (k, n) = (b.rows, b.cols);
+        if k == 0 || n == 0 || b.batch.iter().any(|&d| d != 1) {
+            return None;
+        }
+        if k > i32::MAX as usize || n > i32::MAX as usize || n % (16 / es) != 0 {
+            return None;
+        }
+        if n > 1 && b.cs != 1 {
+            return None;
+        }
+        let b_rs = if k == 1 { n as i64 } else { b.rs };
+        if b_rs < n as i64 || alignment(b.ptr, &[b_rs * es as i64]) < 16 {
+            return None;
+        }
+        let a_bs = a.batch_strides_over(&prod.batch);
+        let (rows, a_rs, y_rs) = stacked_rows(a, &a_bs, out)?;
+        if rows == 0 || rows > MAX_ROWS {
+            return None;
+        }
+        Some(GemvOperands {
+            dtype,
+            a: a.ptr,
+            a_rs,
+            rows,
+            k,
+            n,
+            b: b.ptr,
+            b_rs,
+            y: out.ptr,
+            y_rs,
+        })
+    }
+}
+
+/// The `gemv_*` functions (loaded on first use) and the split workspace of one kernel.
+pub struct Gemv {
+    fns: OnceLock<HashMap<(DataType, usize, bool), Function>>,
+    part: Scratch,
+    counters: Scratch,
+}
+
+impl Gemv {
+    pub fn new(base: &Base) -> Gemv {
+        Gemv {
+            fns: OnceLock::new(),
+            part: Scratch::new(&base.rt),
+            counters: Scratch::new(&base.rt),
+        }
+    }
+
+    fn function(&self, base: &Base, dtype: DataType, mr: usize, glu: bool) -> EpResult<Function> {
+        if self.fns.get().is_none() {
+            let module = base.module(&super::gemv_module())?;
+            let mut fns = HashMap::new();
+            for (dt, tag) in [
+                (DataType::Float32, "f32"),
+                (DataType::Float16, "f16"),
+                (DataType::BFloat16, "bf16"),
+            ] {
+                for r in [1, 2, 4] {
+                    fns.insert((dt, r, false), module.function(&format!("gemv_{tag}_m{r}"))?);
+                    fns.insert((dt, r, true), module.function(&format!("gemv_{tag}_m{r}_glu"))?);
+                }
+            }
+            let _ = self.fns.set(fns);
+        }
+        let fns = self.fns.get().expect("set above");
+        fns.get(&(dtype, mr, glu))
+            .copied()
+            .ok_or_else(|| base.unsupported(dtype, "the decode product takes float32, float16 or bfloat16"))
+    }
+
+    /// `act(A B + bias)`, or with `glu = Some(B2)`, `silu(A B) * (A B2)` (B2 of B's shape and
+    /// row stride). `bias` is N contiguous elements.
+    pub fn run(
+        &self,
+        base: &Base,
+        op: &GemvOperands,
+        bias: Option<CuPtr>,
+        act: Act,
+        glu: Option<CuPtr>,
+    ) -> EpResult<()> {
+        let es = elem_bytes(op.dtype).unwrap_or(2);
+        let ns = if glu.is_some() { 2 } else { 1 };
+        let mr = op.rows.next_power_of_two();
+        let f = self.function(base, op.dtype, mr, glu.is_some())?;
+        let cols = 8 * (16 / es);
+        let tiles = op.n.div_ceil(cols);
+        let in_flight = if glu.is_some() { ROWS_IN_FLIGHT / 2 } else { ROWS_IN_FLIGHT };
+        let target = 4 * base.rt.sm_count() as usize;
+        let most = op.k.div_ceil(LANES * in_flight).clamp(1, 65535);
+        let mut splits = target.div_ceil(tiles).clamp(1, most);
+        let kchunk = op.k.div_ceil(splits).next_multiple_of(LANES);
+        splits = op.k.div_ceil(kchunk);
+        let (code, p0, p1) = act.code();
+        let mut p = GemvParams {
+            a: op.a,
+            b: op.b,
+            b2: glu.unwrap_or(0),
+            bias: bias.unwrap_or(0),
+            y: op.y,
+            a_rs: op.a_rs,
+            b_rs: op.b_rs,
+            y_rs: op.y_rs,
+            m: op.rows as i32,
+            n: op.n as i32,
+            k: op.k as i32,
+            kchunk: kchunk as i32,
+            splits: splits as i32,
+            act: code,
+            p0: p0 as f32,
+            p1: p1 as f32,
+            ..Default::default()
+        };
+        if splits > 1 {
+            let bytes = splits * op.rows * ns * op.n * 4;
+            p.part = self.part.get(base, bytes, "split partial sums")?;
+            p.count = self.counters.get_zeroed(base, 4 * tiles, "split counters")?;
+        }
+        let mut args = [arg(&mut p)];
+        // SAFETY: gemv_* take one GemvParams by value; A's `rows` rows of K, B's (and B2's) K
+        // rows of N, the bias's N elements and Y's rows lie inside their tensors (checked by
+        // `GemvOperands::of` and the caller), `part` holds splits x rows x ns x N floats and
+        // `count` one counter per tile.
+        unsafe {
+            base.rt
+                .launch_cfg(f, (tiles as u32, splits as u32, 1), (THREADS, 1, 1), 0, &mut args)
+        }
+    }
+}
