@@ -29,7 +29,8 @@ def short(name: str) -> str:
 
 
 def period(names: list[str]) -> int:
-    """The smallest p such that the last p names repeat the p before them (else all)."""
+    """The smallest p such that the last p names (with launch shapes) repeat the p before
+    them (else all)."""
     n = len(names)
     for p in range(1, n // 2 + 1):
         if names[n - p:] == names[n - 2 * p:n - p]:
@@ -65,7 +66,9 @@ def main() -> int:
     names = [short(row["Kernel Name"]) for row in rows]
     times = [float(row["Metric Value"].replace(",", "")) / 1000.0 for row in rows]  # ns -> us
     grids = [row.get("Grid Size", "") + " x " + row.get("Block Size", "") for row in rows]
-    p = period(names)
+    # A layer's kernels repeat inside a run, and the last layer's products can share names
+    # with the head's (one GEMV kernel for every float product): launch shapes tell them apart.
+    p = period([f"{n} {g}" for n, g in zip(names, grids)])
     last = list(zip(names[-p:], times[-p:], grids[-p:]))
     total = sum(t for _, t, _ in last)
     print(f"kernels in trace {len(names)}; one run = {p} kernels, {total:.1f} us summed")

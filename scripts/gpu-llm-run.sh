@@ -12,7 +12,8 @@
 #   # the onnxruntime-genai wheel in .whl/ (the model builder; see /work/.library/device).
 #
 # then, with carry [".gpu/c1", ".whl"]:  bash .gpu/c1/run.sh STEP...
-# steps: tests, tests-pdl, t-FILTER, llm, llmb, llm-pdl, llm15, llmx (Llama 1B and Phi-3 mini
+# steps: tests, tests-pdl, t-FILTER, llm, llmb, llm-pdl, llm-cublas (float products on cuBLASLt
+# only), llm15, llmx (Llama 1B and Phi-3 mini
 # int4), kt, kt-fp16, san, py
 set -uo pipefail
 C1=$(cd "$(dirname "$0")" && pwd)
@@ -39,13 +40,20 @@ for step in "$@"; do
     llm) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llmb) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime-base --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llm-pdl) ONNX_RUNTIME_CUDA_PDL=1 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
+    llm-cublas) ONNX_RUNTIME_CUDA_GEMV=0 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llmx) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes llama-1b phi3-mini --precisions int4 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llm15) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 1.5b --precisions fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
-    kt|kt-fp16)
-      p=int4; [[ $step == kt-fp16 ]] && p=fp16
+    kt|kt-fp16|ktb|ktb-fp16)
+      # kt*: the current CLI, ktb*: the base one (onnx-runtime-base); the whole decode step's
+      # kernels in order go to $OUT/kernels-STEP.txt when $OUT is set.
+      p=int4; [[ $step == *-fp16 ]] && p=fp16
+      cli=$G/onnx-runtime; [[ $step == ktb* ]] && cli=$G/onnx-runtime-base
       args=$(python3 scripts/decode-step-inputs.py /tmp/gpu-llm-bench/onnx-0.5b-$p /tmp/step-$p --cached 64 --max-length 144)
-      python3 scripts/gpu-kernel-times.py --cache-control none --top 40 -- $G/onnx-runtime bench \
-        /tmp/gpu-llm-bench/onnx-0.5b-$p/model.onnx --ep cuda --warmup 1 --iterations 3 $args 2>&1 | tail -60 ;;
+      python3 scripts/gpu-kernel-times.py --cache-control none --top 40 --order -- $cli bench \
+        /tmp/gpu-llm-bench/onnx-0.5b-$p/model.onnx --ep cuda --warmup 1 --iterations 3 $args \
+        > /tmp/kt-$step.txt 2>&1
+      [[ -n ${OUT:-} ]] && cp /tmp/kt-$step.txt $OUT/kernels-$step.txt
+      grep -v "^[0-9]* *|" /tmp/kt-$step.txt | head -45 ;;
     san)
       for t in ${SAN_FILTER:-attention nbits gqa norm}; do
         for tool in memcheck racecheck; do

@@ -4,11 +4,14 @@
 // of the device idle on decode shapes (24 blocks for a 1536 x 2048 product on 132
 // multiprocessors, 0.8-1.1 TB/s); this one reads B at bandwidth.
 //
-// gemv_<T>_m<MR>: a block is a tile of GV_COLS columns and a split of K. Thread (r, c) =
-// (tid / 8, tid % 8) reads 16 bytes of row k of B (V = 16 / sizeof(T) columns n0 + V c ..)
-// for k = k0 + r, k0 + r + 32, ... of its split, GV_U rows of loads in flight, and keeps
-// MR x V float sums. The 32 row lanes of a block are added with shuffles (the four of a warp)
-// and shared memory (the eight warps), in a fixed order. With one split the block writes Y;
+// gemv_<T>_m<MR>_c<CG>: a block is a tile of CG x V columns (V = 16 / sizeof(T)) and a split
+// of K. Thread (r, c) = (tid / CG, tid % CG) reads 16 bytes of row k of B (columns n0 + V c
+// ..) for k = k0 + r, k0 + r + L, ... of its split (L = 256 / CG row lanes), GV_U rows of
+// loads in flight, and keeps MR x V float sums. Narrow tiles (CG = 2: 32 bytes of a row)
+// give small products enough blocks to read all of K in one round of loads without splitting
+// it; wide ones (CG = 8: 128 bytes) suit many columns. The row lanes of a block are added
+// with shuffles (those of a warp) and shared memory (the eight warps), in a fixed order. With
+// one split the block writes Y;
 // with several each writes its float32 partial sums to `part`, and the last split of a tile
 // to finish (a counter per tile, set back to zero for the next launch or graph replay) adds
 // the splits in split order and writes Y, so runs give the same bytes.
@@ -20,8 +23,7 @@
 // element by element at any row stride.
 
 #define GV_THREADS 256
-#define GV_LANES 32 // row lanes: GV_THREADS / 8
-#define GV_U 4
+#define GV_U 8
 
 struct GemvParams {
   const void *a;
@@ -47,16 +49,17 @@ template <typename T> struct GvVec {
   }
 };
 
-template <typename T, int MR, bool G> __device__ void gemv(const GemvParams &p) {
+template <typename T, int MR, bool G, int CG> __device__ void gemv(const GemvParams &p) {
   constexpr int V = GvVec<T>::V;
-  constexpr int COLS = 8 * V; // columns of a tile
+  constexpr int COLS = CG * V;         // columns of a tile
+  constexpr int GV_LANES = GV_THREADS / CG; // row lanes
   constexpr int NS = G ? 2 : 1;
-  constexpr int U = G ? 2 : GV_U;
+  constexpr int U = G ? GV_U / 2 : GV_U;
   __shared__ float red[GV_THREADS / 32][MR * NS][COLS];
   __shared__ float tot[MR * NS][COLS];
   __shared__ int last;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int r = tid >> 3, c = tid & 7;
+  const int r = tid / CG, c = tid % CG;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int n0 = tile * COLS;
   const int nc = n0 + c * V; // this thread's first column
@@ -121,7 +124,7 @@ template <typename T, int MR, bool G> __device__ void gemv(const GemvParams &p) 
   }
   pdl_trigger();
 
-  // The four row lanes of a warp (lanes c, c + 8, c + 16, c + 24), then the eight warps.
+  // The row lanes of a warp (lanes c, c + CG, ...), then the eight warps.
 #pragma unroll
   for (int q = 0; q < NS; ++q)
 #pragma unroll
@@ -129,11 +132,11 @@ template <typename T, int MR, bool G> __device__ void gemv(const GemvParams &p) 
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         float v = acc[q][m][i];
-        v += __shfl_xor_sync(0xffffffffu, v, 8);
-        v += __shfl_xor_sync(0xffffffffu, v, 16);
+#pragma unroll
+        for (int off = CG; off < 32; off <<= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
         acc[q][m][i] = v;
       }
-  if (lane < 8) {
+  if (lane < CG) {
 #pragma unroll
     for (int q = 0; q < NS; ++q)
 #pragma unroll
@@ -194,15 +197,17 @@ template <typename T, int MR, bool G> __device__ void gemv(const GemvParams &p) 
   }
 }
 
-#define GEMV(T, TN, MR)                                                                       \
-  extern "C" __global__ void __launch_bounds__(GV_THREADS) gemv_##TN##_m##MR(GemvParams p) {  \
-    gemv<T, MR, false>(p);                                                                    \
+#define GEMV(T, TN, MR, CG)                                                                   \
+  extern "C" __global__ void __launch_bounds__(GV_THREADS)                                    \
+      gemv_##TN##_m##MR##_c##CG(GemvParams p) {                                               \
+    gemv<T, MR, false, CG>(p);                                                                \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(GV_THREADS)                                    \
-      gemv_##TN##_m##MR##_glu(GemvParams p) {                                                 \
-    gemv<T, MR, true>(p);                                                                     \
+      gemv_##TN##_m##MR##_c##CG##_glu(GemvParams p) {                                         \
+    gemv<T, MR, true, CG>(p);                                                                 \
   }
-#define GEMV_ALL(T, TN) GEMV(T, TN, 1) GEMV(T, TN, 2) GEMV(T, TN, 4)
+#define GEMV_CG(T, TN, MR) GEMV(T, TN, MR, 2) GEMV(T, TN, MR, 8)
+#define GEMV_ALL(T, TN) GEMV_CG(T, TN, 1) GEMV_CG(T, TN, 2) GEMV_CG(T, TN, 4)
 GEMV_ALL(float, f32)
 GEMV_ALL(f16, f16)
 GEMV_ALL(bf16, bf16)

@@ -55,7 +55,9 @@ fn decode_rows_every_float_type() {
     let mm = node("MatMul", 2, 1, &[]);
     // (A, B): 1 to 4 rows (1-D, [1, K], stacked batches), K small to several splits, N from
     // one 16-byte group to many tiles; 5 rows run on cuBLASLt.
-    let cases: [(&[usize], &[usize]); 10] = [
+    // Wide tiles from about 17000 columns (the head of a vocabulary), K splits for deep
+    // products with few columns.
+    let cases: [(&[usize], &[usize]); 12] = [
         (&[8], &[8, 8]),
         (&[1, 1], &[1, 16]),
         (&[1, 7], &[7, 24]),
@@ -66,6 +68,8 @@ fn decode_rows_every_float_type() {
         (&[1, 4864], &[4864, 896]),
         (&[4, 1, 512], &[512, 520]),
         (&[5, 256], &[256, 64]),
+        (&[2, 64], &[64, 17024]),
+        (&[1, 5000], &[5000, 8]),
     ];
     for dtype in FLOATS {
         for (a, b) in cases {

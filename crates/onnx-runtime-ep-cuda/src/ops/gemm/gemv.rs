@@ -19,10 +19,11 @@ use std::sync::OnceLock;
 
 /// Rows of A the kernel takes (its `m1`, `m2`, `m4` variants).
 pub const MAX_ROWS: usize = 4;
-const THREADS: u32 = 256;
-/// Row lanes of a block (GV_LANES) and rows of B in flight per thread (GV_U; 2 for _glu).
-const LANES: usize = 32;
-const ROWS_IN_FLIGHT: usize = 4;
+const THREADS: usize = 256;
+/// Rows of B in flight per thread (GV_U; half of it for _glu, which reads two weights).
+const ROWS_IN_FLIGHT: usize = 8;
+/// The column groups of a tile the kernels are compiled for (16 bytes of a row each).
+const GROUPS: [usize; 2] = [2, 8];
 
 /// Mirrors `GemvParams` in kernels/gemv.cu.
 #[repr(C)]
@@ -64,6 +65,13 @@ pub struct GemvOperands {
     pub y_rs: i64,
 }
 
+/// Whether the decode product is on: `ONNX_RUNTIME_CUDA_GEMV=0` leaves every product to
+/// cuBLASLt (to compare the two on one machine).
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ONNX_RUNTIME_CUDA_GEMV").map_or(true, |v| v != "0"))
+}
+
 fn elem_bytes(dtype: DataType) -> Option<usize> {
     match dtype {
         DataType::Float32 => Some(4),
@@ -98,6 +106,9 @@ impl GemvOperands {
     /// 16-byte aligned rows and N a multiple of 16 bytes' worth of elements, A's and the
     /// output's rows one stack with unit column strides.
     pub fn of(dtype: DataType, prod: &Product, out: &Mat) -> Option<GemvOperands> {
+        if !enabled() {
+            return None;
+        }
         let es = elem_bytes(dtype)?;
         let (b, a) = (&prod.b, &prod.a);
         let (k, n) = (b.rows, b.cols);
@@ -134,9 +145,30 @@ impl GemvOperands {
     }
 }
 
+/// The launch of an `n`-column, depth-`k` product with `v` columns per 16 bytes on `sms`
+/// multiprocessors: (column groups of a tile, tiles, splits of K, rows per split). Wide tiles
+/// (128 bytes of a row) when they alone give two blocks per multiprocessor, else narrow ones
+/// (32 bytes). K is split only when a thread would otherwise wait on more than two rounds of
+/// loads and the tiles leave the device short of blocks; each split then still reads at least
+/// one round.
+fn grid(n: usize, k: usize, v: usize, glu: bool, sms: usize) -> (usize, usize, usize, usize) {
+    let target = 2 * sms;
+    let cg = if n.div_ceil(8 * v) >= target { 8 } else { 2 };
+    let tiles = n.div_ceil(cg * v);
+    let lanes = THREADS / cg;
+    let round = lanes * if glu { ROWS_IN_FLIGHT / 2 } else { ROWS_IN_FLIGHT };
+    let rounds = k.div_ceil(round);
+    let mut splits = 1;
+    if rounds > 2 && tiles < target {
+        splits = target.div_ceil(tiles).min(rounds).min(65535);
+    }
+    let kchunk = k.div_ceil(splits).next_multiple_of(lanes);
+    (cg, tiles, k.div_ceil(kchunk), kchunk)
+}
+
 /// The `gemv_*` functions (loaded on first use) and the split workspace of one kernel.
 pub struct Gemv {
-    fns: OnceLock<HashMap<(DataType, usize, bool), Function>>,
+    fns: OnceLock<HashMap<(DataType, usize, usize, bool), Function>>,
     part: Scratch,
     counters: Scratch,
 }
@@ -150,7 +182,14 @@ impl Gemv {
         }
     }
 
-    fn function(&self, base: &Base, dtype: DataType, mr: usize, glu: bool) -> EpResult<Function> {
+    fn function(
+        &self,
+        base: &Base,
+        dtype: DataType,
+        mr: usize,
+        cg: usize,
+        glu: bool,
+    ) -> EpResult<Function> {
         if self.fns.get().is_none() {
             let module = base.module(&super::gemv_module())?;
             let mut fns = HashMap::new();
@@ -160,14 +199,17 @@ impl Gemv {
                 (DataType::BFloat16, "bf16"),
             ] {
                 for r in [1, 2, 4] {
-                    fns.insert((dt, r, false), module.function(&format!("gemv_{tag}_m{r}"))?);
-                    fns.insert((dt, r, true), module.function(&format!("gemv_{tag}_m{r}_glu"))?);
+                    for cg in GROUPS {
+                        let name = format!("gemv_{tag}_m{r}_c{cg}");
+                        fns.insert((dt, r, cg, false), module.function(&name)?);
+                        fns.insert((dt, r, cg, true), module.function(&format!("{name}_glu"))?);
+                    }
                 }
             }
             let _ = self.fns.set(fns);
         }
         let fns = self.fns.get().expect("set above");
-        fns.get(&(dtype, mr, glu))
+        fns.get(&(dtype, mr, cg, glu))
             .copied()
             .ok_or_else(|| base.unsupported(dtype, "the decode product takes float32, float16 or bfloat16"))
     }
@@ -185,15 +227,14 @@ impl Gemv {
         let es = elem_bytes(op.dtype).unwrap_or(2);
         let ns = if glu.is_some() { 2 } else { 1 };
         let mr = op.rows.next_power_of_two();
-        let f = self.function(base, op.dtype, mr, glu.is_some())?;
-        let cols = 8 * (16 / es);
-        let tiles = op.n.div_ceil(cols);
-        let in_flight = if glu.is_some() { ROWS_IN_FLIGHT / 2 } else { ROWS_IN_FLIGHT };
-        let target = 4 * base.rt.sm_count() as usize;
-        let most = op.k.div_ceil(LANES * in_flight).clamp(1, 65535);
-        let mut splits = target.div_ceil(tiles).clamp(1, most);
-        let kchunk = op.k.div_ceil(splits).next_multiple_of(LANES);
-        splits = op.k.div_ceil(kchunk);
+        let (cg, tiles, splits, kchunk) = grid(
+            op.n,
+            op.k,
+            16 / es,
+            glu.is_some(),
+            base.rt.sm_count() as usize,
+        );
+        let f = self.function(base, op.dtype, mr, cg, glu.is_some())?;
         let (code, p0, p1) = act.code();
         let mut p = GemvParams {
             a: op.a,
@@ -226,7 +267,28 @@ impl Gemv {
         // `count` one counter per tile.
         unsafe {
             base.rt
-                .launch_cfg(f, (tiles as u32, splits as u32, 1), (THREADS, 1, 1), 0, &mut args)
+                .launch_cfg(f, (tiles as u32, splits as u32, 1), (THREADS as u32, 1, 1), 0, &mut args)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grid;
+
+    #[test]
+    fn decode_shapes_get_one_round_of_loads_or_few_splits() {
+        // Qwen2.5-0.5B float16 on 132 multiprocessors: QKV, o_proj and gate/up read all of K
+        // in one round without splits; down splits K; the head takes wide tiles.
+        assert_eq!(grid(1152, 896, 8, false, 132), (2, 72, 1, 896));
+        assert_eq!(grid(896, 896, 8, false, 132), (2, 56, 1, 896));
+        assert_eq!(grid(4864, 896, 8, true, 132), (2, 304, 1, 896));
+        assert_eq!(grid(896, 4864, 8, false, 132), (2, 56, 5, 1024));
+        assert_eq!(grid(151936, 896, 8, false, 132), (8, 2374, 1, 896));
+        // Every split holds rows; the splits cover K.
+        for (n, k) in [(8, 1), (24, 7), (64, 100_000), (520, 512)] {
+            let (cg, _, splits, kchunk) = grid(n, k, 8, false, 132);
+            assert!(kchunk % (256 / cg) == 0 && (splits - 1) * kchunk < k && splits * kchunk >= k);
         }
     }
 }
