@@ -40,6 +40,7 @@ for step in "$@"; do
     llm) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llmb) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime-base --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llm-pdl) ONNX_RUNTIME_CUDA_PDL=1 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
+    llm-gemv*) v=${step#llm-gemv}; ONNX_RUNTIME_CUDA_GEMV=${v:-1} python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llm-cublas) ONNX_RUNTIME_CUDA_GEMV=0 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llmx) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes llama-1b phi3-mini --precisions int4 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llm15) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 1.5b --precisions fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;

@@ -93,7 +93,12 @@ fn decode_views_the_kernel_takes_and_leaves() {
         ] {
             let x = uniform(&mut rng, dtype, &[3, 200], -1.0, 1.0).with_layout(la);
             let w = uniform(&mut rng, dtype, &[200, 136], -1.0, 1.0).with_layout(lb);
-            check(&mm, 13, &[x, w], &format!("{dtype} MatMul A {la:?} B {lb:?}"));
+            check(
+                &mm,
+                13,
+                &[x, w],
+                &format!("{dtype} MatMul A {la:?} B {lb:?}"),
+            );
         }
     }
 }
@@ -137,7 +142,9 @@ fn decode_runs_repeat_bytes_and_capture() {
     bound.execute(kernel.as_ref()).expect("second run");
     assert_same(&bound.read().expect("read")[0], &first[0], "second run");
     assert_eq!(kernel.capture_support(), CaptureSupport::Supported);
-    runtime.begin_graph_capture(&[kernel.as_ref()]).expect("begin capture");
+    runtime
+        .begin_graph_capture(&[kernel.as_ref()])
+        .expect("begin capture");
     bound.execute(kernel.as_ref()).expect("captured run");
     runtime.end_graph_capture().expect("end capture");
     for replay in 0..2 {
@@ -147,7 +154,11 @@ fn decode_runs_repeat_bytes_and_capture() {
         let replayed = bound.read().expect("read");
         bound.execute(kernel.as_ref()).expect("eager run");
         let eager = bound.read().expect("read");
-        assert_same(&replayed[0], &eager[0], &format!("replay {replay} vs eager"));
+        assert_same(
+            &replayed[0],
+            &eager[0],
+            &format!("replay {replay} vs eager"),
+        );
     }
     assert!(runtime.reset_graph().expect("reset"));
 }
@@ -164,7 +175,12 @@ fn silu_mul_decode_and_prefill_every_float_type() {
             let x = uniform(&mut rng, dtype, a_shape, -1.0, 1.0);
             let wg = uniform(&mut rng, dtype, &[896, 600], -0.2, 0.2);
             let wu = uniform(&mut rng, dtype, &[896, 600], -0.2, 0.2);
-            check(&n, 1, &[x, wg, wu], &format!("{dtype} MatMulSiluMul A {a_shape:?}"));
+            check(
+                &n,
+                1,
+                &[x, wg, wu],
+                &format!("{dtype} MatMulSiluMul A {a_shape:?}"),
+            );
         }
     }
 }

@@ -125,11 +125,14 @@ pub(crate) fn fuse_nbits_silu_mul(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
 
 /// The MatMul producing `v` (read only by `reader`) as (node, A, W), when W is a constant 2-D
 /// float initializer; with W's shape and type.
+/// A weight's shape and type.
+type WeightKind = (Vec<usize>, DataType);
+
 fn matmul_of(
     rw: &Rewriter<'_>,
     v: ValueId,
     reader: NodeId,
-) -> Option<(NodeId, ValueId, ValueId, (Vec<usize>, DataType))> {
+) -> Option<(NodeId, ValueId, ValueId, WeightKind)> {
     if rw.sole_consumer(v) != Some(reader) {
         return None;
     }

@@ -21,8 +21,8 @@ use onnx_runtime_ir::DataType;
 use std::collections::HashMap;
 
 mod decode;
-use decode::{DEC_HEADS, DEC_ROWS};
 pub use crate::ops::scratch::Scratch;
+use decode::{DEC_HEADS, DEC_ROWS};
 
 /// Mirrors `AttnSrc` in attention_common.cuh.
 #[repr(C)]

@@ -65,12 +65,24 @@ pub struct GemvOperands {
     pub y_rs: i64,
 }
 
-/// Whether the decode product is on: `ONNX_RUNTIME_CUDA_GEMV=0` leaves every product to
-/// cuBLASLt (to compare the two on one machine).
-fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("ONNX_RUNTIME_CUDA_GEMV").map_or(true, |v| v != "0"))
+/// The fewest columns a product takes the decode kernel with (`DEFAULT_MIN_N`), or None when
+/// it is off: `ONNX_RUNTIME_CUDA_GEMV=0` leaves every product to cuBLASLt, `=1` takes every
+/// eligible one, `=N` those of at least N columns (to compare the paths on one machine).
+fn min_columns() -> Option<usize> {
+    static MIN: OnceLock<Option<usize>> = OnceLock::new();
+    *MIN.get_or_init(
+        || match std::env::var("ONNX_RUNTIME_CUDA_GEMV").as_deref() {
+            Ok("0") => None,
+            Ok(v) => v.parse().ok().or(Some(DEFAULT_MIN_N)),
+            Err(_) => Some(DEFAULT_MIN_N),
+        },
+    )
 }
+
+/// Measured on an H100 (docs/benchmarks/2026-12-07-gpu-session-20.md): end to end, inside a
+/// replayed decode graph, the kernel wins on a vocabulary head and loses to cuBLASLt on a
+/// 0.5B layer's products, although Nsight Compute times each of them faster alone.
+const DEFAULT_MIN_N: usize = 1;
 
 fn elem_bytes(dtype: DataType) -> Option<usize> {
     match dtype {
@@ -106,12 +118,13 @@ impl GemvOperands {
     /// 16-byte aligned rows and N a multiple of 16 bytes' worth of elements, A's and the
     /// output's rows one stack with unit column strides.
     pub fn of(dtype: DataType, prod: &Product, out: &Mat) -> Option<GemvOperands> {
-        if !enabled() {
-            return None;
-        }
+        let min_n = min_columns()?;
         let es = elem_bytes(dtype)?;
         let (b, a) = (&prod.b, &prod.a);
         let (k, n) = (b.rows, b.cols);
+        if n < min_n {
+            return None;
+        }
         if k == 0 || n == 0 || b.batch.iter().any(|&d| d != 1) {
             return None;
         }
@@ -156,7 +169,12 @@ fn grid(n: usize, k: usize, v: usize, glu: bool, sms: usize) -> (usize, usize, u
     let cg = if n.div_ceil(8 * v) >= target { 8 } else { 2 };
     let tiles = n.div_ceil(cg * v);
     let lanes = THREADS / cg;
-    let round = lanes * if glu { ROWS_IN_FLIGHT / 2 } else { ROWS_IN_FLIGHT };
+    let round = lanes
+        * if glu {
+            ROWS_IN_FLIGHT / 2
+        } else {
+            ROWS_IN_FLIGHT
+        };
     let rounds = k.div_ceil(round);
     let mut splits = 1;
     if rounds > 2 && tiles < target {
@@ -209,9 +227,12 @@ impl Gemv {
             let _ = self.fns.set(fns);
         }
         let fns = self.fns.get().expect("set above");
-        fns.get(&(dtype, mr, cg, glu))
-            .copied()
-            .ok_or_else(|| base.unsupported(dtype, "the decode product takes float32, float16 or bfloat16"))
+        fns.get(&(dtype, mr, cg, glu)).copied().ok_or_else(|| {
+            base.unsupported(
+                dtype,
+                "the decode product takes float32, float16 or bfloat16",
+            )
+        })
     }
 
     /// `act(A B + bias)`, or with `glu = Some(B2)`, `silu(A B) * (A B2)` (B2 of B's shape and
@@ -258,7 +279,9 @@ impl Gemv {
         if splits > 1 {
             let bytes = splits * op.rows * ns * op.n * 4;
             p.part = self.part.get(base, bytes, "split partial sums")?;
-            p.count = self.counters.get_zeroed(base, 4 * tiles, "split counters")?;
+            p.count = self
+                .counters
+                .get_zeroed(base, 4 * tiles, "split counters")?;
         }
         let mut args = [arg(&mut p)];
         // SAFETY: gemv_* take one GemvParams by value; A's `rows` rows of K, B's (and B2's) K
@@ -266,8 +289,13 @@ impl Gemv {
         // `GemvOperands::of` and the caller), `part` holds splits x rows x ns x N floats and
         // `count` one counter per tile.
         unsafe {
-            base.rt
-                .launch_cfg(f, (tiles as u32, splits as u32, 1), (THREADS as u32, 1, 1), 0, &mut args)
+            base.rt.launch_cfg(
+                f,
+                (tiles as u32, splits as u32, 1),
+                (THREADS as u32, 1, 1),
+                0,
+                &mut args,
+            )
         }
     }
 }

@@ -67,7 +67,12 @@ pub fn register(r: &mut Registry) {
     }
     r.register("com.microsoft", "FusedMatMul", 1, matmul::fused_matmul);
     r.register(INTERNAL_DOMAIN, "MatMulBias", 1, matmul::matmul_bias);
-    r.register(INTERNAL_DOMAIN, "MatMulSiluMul", 1, silu_mul::matmul_silu_mul);
+    r.register(
+        INTERNAL_DOMAIN,
+        "MatMulSiluMul",
+        1,
+        silu_mul::matmul_silu_mul,
+    );
     for since in [1, 6, 7, 9, 11, 13] {
         r.register("", "Gemm", since, gemm_op::gemm);
     }

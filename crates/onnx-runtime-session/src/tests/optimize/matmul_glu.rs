@@ -30,7 +30,10 @@ fn feed_forward(up_of: &str, up_n: usize) -> G {
     b.input("x", DataType::Float32, &[1, 2, K as i64]);
     b.input("x2", DataType::Float32, &[1, 2, K as i64]);
     b.init("wg", &Tensor::from_vec(vec![K, N], rand_f32(K * N, 31)));
-    b.init("wu", &Tensor::from_vec(vec![K, up_n], rand_f32(K * up_n, 32)));
+    b.init(
+        "wu",
+        &Tensor::from_vec(vec![K, up_n], rand_f32(K * up_n, 32)),
+    );
     b.node("MatMul", &["x", "wg"], &["g"]);
     b.node("MatMul", &[up_of, "wu"], &["u"]);
     b.node("Sigmoid", &["g"], &["sg"]);

@@ -112,9 +112,15 @@ mod tests {
     #[test]
     fn gated_product_matches_float64_math() {
         let (m, k, n) = (3, 5, 4);
-        let av: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 11) as f32 - 5.0) / 8.0).collect();
-        let gv: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 13) as f32 - 6.0) / 9.0).collect();
-        let uv: Vec<f32> = (0..k * n).map(|i| ((i * 3 % 7) as f32 - 3.0) / 5.0).collect();
+        let av: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 7 % 11) as f32 - 5.0) / 8.0)
+            .collect();
+        let gv: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 5 % 13) as f32 - 6.0) / 9.0)
+            .collect();
+        let uv: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 3 % 7) as f32 - 3.0) / 5.0)
+            .collect();
         let a = Value::Tensor(Tensor::from_vec(vec![1, m, k], av.clone()));
         let g = Value::Tensor(Tensor::from_vec(vec![k, n], gv.clone()));
         let u = Value::Tensor(Tensor::from_vec(vec![k, n], uv.clone()));
@@ -133,7 +139,9 @@ mod tests {
             for r in 0..m {
                 for c in 0..n {
                     let dot = |w: &[f32]| -> f64 {
-                        (0..k).map(|i| av[r * k + i] as f64 * w[i * n + c] as f64).sum()
+                        (0..k)
+                            .map(|i| av[r * k + i] as f64 * w[i * n + c] as f64)
+                            .sum()
                     };
                     let want = silu(dot(&gv)) * dot(&uv);
                     let got = t.data::<f32>()[r * n + c] as f64;
@@ -150,7 +158,10 @@ mod tests {
         let a = Value::Tensor(Tensor::from_vec(vec![1, 2], vec![1f32, 2.0]));
         let g = Value::Tensor(Tensor::from_vec(vec![2, 2], vec![0f32; 4]));
         let u = Value::Tensor(Tensor::from_vec(vec![2, 3], vec![0f32; 6]));
-        let err = kernel.run(&[Some(&a), Some(&g), Some(&u)]).unwrap_err().to_string();
+        let err = kernel
+            .run(&[Some(&a), Some(&g), Some(&u)])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(OP) && err.contains("one shape"), "{err}");
     }
 }
