@@ -65,17 +65,17 @@ fn nbits_of(
     Some((id, a, [Some(b), Some(s), input(3)]))
 }
 
-/// Mul(QuickGelu(alpha 1)(MatMulNBits(A, Wg)), MatMulNBits(A, Wu)) -> MatMulNBitsSiluMul.
-pub(crate) fn fuse_nbits_silu_mul(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+/// The gated products a Mul node `id` may stand for: (QuickGelu node, the gate value it reads,
+/// the Mul's other input) for each input of the Mul that is QuickGelu(alpha 1) of a value
+/// and read by this Mul only.
+fn silu_gates(rw: &Rewriter<'_>, id: NodeId) -> Vec<(NodeId, ValueId, ValueId)> {
     let node = rw.node(id);
     if !is_op(node, "Mul") || node.outputs.len() != 1 || node.inputs.len() != 2 {
-        return false;
+        return Vec::new();
     }
+    let mut found = Vec::new();
     for &s in node.inputs.iter().flatten() {
-        let Some(u) = other_input(node, s) else {
-            continue;
-        };
-        let Some(act) = rw.producer(s) else {
+        let (Some(u), Some(act)) = (other_input(node, s), rw.producer(s)) else {
             continue;
         };
         let an = rw.node(act);
@@ -87,9 +87,16 @@ pub(crate) fn fuse_nbits_silu_mul(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
         {
             continue;
         }
-        let Some(g) = an.inputs[0] else {
-            continue;
-        };
+        if let Some(g) = an.inputs[0] {
+            found.push((act, g, u));
+        }
+    }
+    found
+}
+
+/// Mul(QuickGelu(alpha 1)(MatMulNBits(A, Wg)), MatMulNBits(A, Wu)) -> MatMulNBitsSiluMul.
+pub(crate) fn fuse_nbits_silu_mul(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
+    for (act, g, u) in silu_gates(rw, id) {
         let (Some((gate, a_g, wg)), Some((up, a_u, wu))) =
             (nbits_of(rw, g, act), nbits_of(rw, u, id))
         else {
@@ -155,29 +162,7 @@ fn matmul_of(
 
 /// Mul(QuickGelu(alpha 1)(MatMul(A, Wg)), MatMul(A, Wu)) -> MatMulSiluMul(A, Wg, Wu).
 pub(crate) fn fuse_matmul_silu_mul(rw: &mut Rewriter<'_>, id: NodeId) -> bool {
-    let node = rw.node(id);
-    if !is_op(node, "Mul") || node.outputs.len() != 1 || node.inputs.len() != 2 {
-        return false;
-    }
-    for &s in node.inputs.iter().flatten() {
-        let Some(u) = other_input(node, s) else {
-            continue;
-        };
-        let Some(act) = rw.producer(s) else {
-            continue;
-        };
-        let an = rw.node(act);
-        if an.normalized_domain() != MS
-            || an.op_type != "QuickGelu"
-            || an.attribute("alpha").and_then(|a| a.as_float()) != Some(1.0)
-            || an.inputs.len() != 1
-            || rw.sole_consumer(s) != Some(id)
-        {
-            continue;
-        }
-        let Some(g) = an.inputs[0] else {
-            continue;
-        };
+    for (act, g, u) in silu_gates(rw, id) {
         let (Some((gate, a_g, wg, tg)), Some((up, a_u, wu, tu))) =
             (matmul_of(rw, g, act), matmul_of(rw, u, id))
         else {
