@@ -45,6 +45,21 @@ impl Function {
     pub unsafe fn overlapped(self) -> Function {
         Function(self.0, true)
     }
+
+    /// This kernel launched the ordinary way (after the kernel ahead of it has finished),
+    /// whatever [`Function::overlapped`] allowed: for a call whose operands the overlapped
+    /// contract does not cover (weights that are not model constants).
+    pub fn sequential(self) -> Function {
+        Function(self.0, false)
+    }
+
+    /// [`Function::sequential`] unless `overlap` holds.
+    ///
+    /// # Safety
+    /// As for [`Function::overlapped`] when `overlap` holds.
+    pub unsafe fn overlapped_if(self, overlap: bool) -> Function {
+        Function(self.0, overlap)
+    }
 }
 // SAFETY: a CUfunction is a handle valid in its context from any thread.
 unsafe impl Send for Function {}

@@ -5,7 +5,9 @@
 //! (the split counters start again from zero) and under a captured graph.
 
 use super::harness::*;
-use onnx_runtime_ep_api::{CaptureSupport, ExecutionProvider};
+use onnx_runtime_ep_api::{
+    CaptureSupport, DevicePtr, DevicePtrMut, ExecutionProvider, TensorMut, TensorView,
+};
 use onnx_runtime_ir::{Attribute, DataType, Node};
 
 const INTERNAL: &str = "ai.onnx_runtime_rs.internal";
@@ -21,7 +23,10 @@ fn reference_inputs(inputs: &[T]) -> Vec<T> {
 fn check(n: &Node, opset: u64, inputs: &[T], what: &str) {
     let ep = gpu();
     let opt: Vec<Option<T>> = inputs.iter().cloned().map(Some).collect();
-    let got = gpu_run(&ep, n, opset, &opt).unwrap_or_else(|e| panic!("{what}: {e}"));
+    // B (and a bias) as initializers: the decode product may then overlap the kernel ahead.
+    let weights: Vec<bool> = (0..inputs.len()).map(|i| i > 0).collect();
+    let got =
+        gpu_run_constants(&ep, n, opset, &opt, &weights).unwrap_or_else(|e| panic!("{what}: {e}"));
     let f32_inputs = reference_inputs(inputs);
     let refs: Vec<Option<&T>> = f32_inputs.iter().map(Some).collect();
     let want = cpu_reference(n, opset, &refs).unwrap_or_else(|e| panic!("{what}: CPU: {e}"));
@@ -180,6 +185,79 @@ fn silu_mul_decode_and_prefill_every_float_type() {
                 1,
                 &[x, wg, wu],
                 &format!("{dtype} MatMulSiluMul A {a_shape:?}"),
+            );
+        }
+    }
+}
+
+/// With B a model constant, the decode product may start while the kernel ahead of it still
+/// runs (programmatic dependent launch: `ONNX_RUNTIME_CUDA_PDL=1` on sm_90 and newer), reading
+/// B early; it must still read the rows of A that kernel writes. A Neg writes A into the
+/// product's input buffer right before each product, with new values every round.
+#[test]
+fn decode_with_constant_weights_reads_the_rows_the_kernel_ahead_writes() {
+    let ep = gpu();
+    let device = ep.device_id();
+    let mut rng = Rng::new(76);
+    let neg = node("Neg", 1, 1, &[]);
+    let mm = node("MatMul", 2, 1, &[]);
+    // One split; K split across blocks (the last split adds the partials); wide tiles.
+    for (dtype, k, n) in [
+        (DataType::Float16, 896, 1152),
+        (DataType::BFloat16, 4864, 896),
+        (DataType::Float32, 512, 17024),
+    ] {
+        let what = format!("{dtype} [1, {k}] @ [{k}, {n}] after Neg");
+        let a_shape = vec![1, k];
+        let w = uniform(&mut rng, dtype, &[k, n], -1.0, 1.0);
+        let stale = uniform(&mut rng, dtype, &a_shape, -1.0, 1.0);
+        let neg_kernel = ep
+            .get_kernel(&neg, std::slice::from_ref(&a_shape), 13)
+            .expect("Neg kernel");
+        let mut mm_kernel = ep
+            .get_kernel(&mm, &[a_shape.clone(), vec![k, n]], 13)
+            .expect("MatMul kernel");
+        mm_kernel.set_constant_inputs(&[false, true]);
+        let mut product = Bound::new(&ep, &[stale, w.clone()], &[]);
+        let types = product.output_types(mm_kernel.as_ref()).expect("types");
+        product.set_outputs(&types);
+        for round in 0..3 {
+            let src = uniform(&mut rng, dtype, &a_shape, -1.0, 1.0);
+            let producer = Bound::new(&ep, std::slice::from_ref(&src), &[]);
+            {
+                let (t, buf, strides) = &producer.inputs[0];
+                let view =
+                    TensorView::new(DevicePtr(buf.as_ptr()), dtype, &t.shape, strides, device);
+                let (_, dst, dst_strides) = &mut product.inputs[0];
+                let out = TensorMut::new(
+                    DevicePtrMut(dst.as_mut_ptr()),
+                    dtype,
+                    &a_shape,
+                    dst_strides,
+                    device,
+                );
+                neg_kernel
+                    .execute(&[view], &mut [out])
+                    .unwrap_or_else(|e| panic!("{what}: Neg: {e}"));
+            }
+            product
+                .execute(mm_kernel.as_ref())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = product.read().expect("read");
+            let x = cpu_reference(&neg, 13, &[Some(&half_as_f32(&src))]).expect("CPU Neg");
+            let wf = half_as_f32(&w);
+            let want = cpu_reference(&mm, 13, &[Some(&x[0]), Some(&wf)]).expect("CPU MatMul");
+            let tol = match dtype {
+                DataType::Float32 => 2e-6 * (k as f64).sqrt() + 1e-6,
+                DataType::Float16 => 2e-3,
+                _ => 1.6e-2,
+            };
+            assert_close_to(
+                &half_as_f32(&got[0]),
+                &want[0],
+                tol,
+                tol,
+                &format!("{what}, round {round}"),
             );
         }
     }

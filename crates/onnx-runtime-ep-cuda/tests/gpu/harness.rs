@@ -482,9 +482,24 @@ pub fn gpu_run(
     opset: u64,
     inputs: &[Option<T>],
 ) -> Result<Vec<T>, EpError> {
+    gpu_run_constants(ep, node, opset, inputs, &[])
+}
+
+/// [`gpu_run`] with the inputs at `constant[i]` true told to the kernel as model constants
+/// (`Kernel::set_constant_inputs`, as a session does for initializers).
+pub fn gpu_run_constants(
+    ep: &CudaExecutionProvider,
+    node: &Node,
+    opset: u64,
+    inputs: &[Option<T>],
+    constant: &[bool],
+) -> Result<Vec<T>, EpError> {
     let wired: Vec<T> = inputs.iter().flatten().cloned().collect();
     let shapes: Vec<Vec<usize>> = wired.iter().map(|t| t.shape.clone()).collect();
-    let kernel = ep.get_kernel(node, &shapes, opset)?;
+    let mut kernel = ep.get_kernel(node, &shapes, opset)?;
+    if !constant.is_empty() {
+        kernel.set_constant_inputs(constant);
+    }
     let mut bound = Bound::new(ep, &wired, &[]);
     let types = bound.output_types(kernel.as_ref())?;
     bound.set_outputs(&types);

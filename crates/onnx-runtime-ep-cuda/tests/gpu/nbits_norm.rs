@@ -55,7 +55,10 @@ fn norm_matmul_nbits_matches_cpu() {
                          glu {glu} norm bias {nbias} bias {pbias} sum {sum}"
                     );
                     let want = reference(&nd, 1, &ins, &what);
-                    let got = gpu_run(&ep, &nd, 1, &ins).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    // gamma, the norm bias and the product's weights are initializers.
+                    let constant: Vec<bool> = (0..ins.len()).map(|i| i >= 2).collect();
+                    let got = gpu_run_constants(&ep, &nd, 1, &ins, &constant)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
                     assert_eq!(got.len(), want.len(), "{what}: outputs");
                     // The normalized rows reach about 2 (A's range in `tolerances` is 1); the
                     // gated form multiplies two products.

@@ -189,6 +189,9 @@ pub struct Gemv {
     fns: OnceLock<HashMap<(DataType, usize, usize, bool), Function>>,
     part: Scratch,
     counters: Scratch,
+    /// B (and B2) are model constants: the launch may overlap the kernel ahead of it (the
+    /// kernel reads only them before `pdl_wait`).
+    constant_weights: bool,
 }
 
 impl Gemv {
@@ -197,7 +200,15 @@ impl Gemv {
             fns: OnceLock::new(),
             part: Scratch::new(&base.rt),
             counters: Scratch::new(&base.rt),
+            constant_weights: false,
         }
+    }
+
+    /// Whether every weight the kernel reads (B, and B2 for glu) is a model constant, which
+    /// no kernel of a run writes (`Kernel::set_constant_inputs`); only then do launches
+    /// overlap the kernel ahead of them.
+    pub fn set_constant_weights(&mut self, constant: bool) {
+        self.constant_weights = constant;
     }
 
     fn function(
@@ -255,7 +266,12 @@ impl Gemv {
             glu.is_some(),
             base.rt.sm_count() as usize,
         );
-        let f = self.function(base, op.dtype, mr, cg, glu.is_some())?;
+        // SAFETY: gemv_* read only B and B2 before pdl_wait (kernels/gemv.cu), and
+        // `constant_weights` says that no kernel writes them.
+        let f = unsafe {
+            self.function(base, op.dtype, mr, cg, glu.is_some())?
+                .overlapped_if(self.constant_weights)
+        };
         let (code, p0, p1) = act.code();
         let mut p = GemvParams {
             a: op.a,

@@ -181,6 +181,11 @@ impl Kernel for MatMulKernel {
         Ok(())
     }
 
+    fn set_constant_inputs(&mut self, constant: &[bool]) {
+        self.gemv
+            .set_constant_weights(constant.get(1).copied().unwrap_or(false));
+    }
+
     fn capture_support(&self) -> CaptureSupport {
         if self.warmed.load(Ordering::Acquire) || self.float.warmed() {
             CaptureSupport::Supported

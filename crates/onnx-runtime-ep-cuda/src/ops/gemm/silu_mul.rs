@@ -131,6 +131,11 @@ impl Kernel for SiluMulKernel {
         Ok(())
     }
 
+    fn set_constant_inputs(&mut self, constant: &[bool]) {
+        let at = |i: usize| constant.get(i).copied().unwrap_or(false);
+        self.gemv.set_constant_weights(at(1) && at(2));
+    }
+
     fn capture_support(&self) -> CaptureSupport {
         if self.warmed.load(Ordering::Acquire) {
             CaptureSupport::Supported

@@ -205,6 +205,12 @@ pub(super) struct NBitsKernel {
     float: FloatEngine,
     ws: Workspace,
     warmed: AtomicBool,
+    /// The wired inputs the tensor-core GEMV reads before `pdl_wait` (codes, scales, zero
+    /// points of each weight set).
+    weight_inputs: Vec<usize>,
+    /// Every one of them is a model constant: `nq_gemv_*` launches may overlap the kernel
+    /// ahead of them.
+    constant_weights: bool,
 }
 
 /// What a call computes, checked.
@@ -220,6 +226,24 @@ pub(super) struct Call {
 }
 
 impl NBitsKernel {
+    /// A `nq_gemv_*` function as this node may launch it: overlapping the kernel ahead only
+    /// when every weight it reads before `pdl_wait` is a model constant.
+    pub(super) fn nq_function(&self, f: Function) -> Function {
+        if self.constant_weights {
+            f
+        } else {
+            f.sequential()
+        }
+    }
+
+    /// Records which inputs are model constants (`Kernel::set_constant_inputs`).
+    pub(super) fn set_constant(&mut self, constant: &[bool]) {
+        self.constant_weights = self
+            .weight_inputs
+            .iter()
+            .all(|&i| constant.get(i).copied().unwrap_or(false));
+    }
+
     fn kb(&self) -> usize {
         self.k.div_ceil(self.block)
     }
@@ -450,6 +474,7 @@ impl NBitsKernel {
                 *self.nq_glu.get(&(call.dtype, rows))?
             }
         };
+        let f = self.nq_function(f);
         // Rows of A are read 16 bytes at a time (the second and later ones at a_rs).
         let rows_aligned = call.m == 1 || (a_rs * 2).rem_euclid(16) == 0;
         if call.m == 0
@@ -797,6 +822,10 @@ impl Kernel for NBitsKernel {
         Ok(())
     }
 
+    fn set_constant_inputs(&mut self, constant: &[bool]) {
+        self.set_constant(constant);
+    }
+
     fn capture_support(&self) -> CaptureSupport {
         if self.warmed.load(Ordering::Acquire) {
             CaptureSupport::Supported
@@ -952,6 +981,10 @@ pub(super) fn build_nbits(
         }
     }
     let float = FloatEngine::new(&base)?;
+    let last_weight = if glu { 6 } else { 3 };
+    let weight_inputs = (1..=last_weight)
+        .filter(|&i| nd.inputs.get(i).copied().flatten().is_some())
+        .collect();
     Ok(NBitsKernel {
         ws: Workspace::new(rt),
         glu,
@@ -969,6 +1002,8 @@ pub(super) fn build_nbits(
         dequant,
         float,
         warmed: AtomicBool::new(false),
+        weight_inputs,
+        constant_weights: false,
     })
 }
 

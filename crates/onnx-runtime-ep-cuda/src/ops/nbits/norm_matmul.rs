@@ -132,6 +132,7 @@ impl NormNBits {
         let Some(&f) = self.product.nq_norm.get(&(dtype, rows)) else {
             return Ok(false);
         };
+        let f = self.product.nq_function(f);
         let Some((_, grid, mut p)) =
             self.product
                 .nq_launch(&call, ptr_of(x), &call.w, call.w2.as_ref(), a_rows)
@@ -279,6 +280,18 @@ impl Kernel for NormNBits {
             self.warmed.store(true, Ordering::Release);
         }
         Ok(())
+    }
+
+    fn set_constant_inputs(&mut self, constant: &[bool]) {
+        // The product's inputs: A (the normalized rows, computed), then its weights and bias
+        // at the node's positions.
+        let mut product = vec![false];
+        product.extend(
+            self.positions()
+                .iter()
+                .map(|p| p.is_some_and(|p| constant.get(p).copied().unwrap_or(false))),
+        );
+        self.product.set_constant(&product);
     }
 
     fn capture_support(&self) -> CaptureSupport {
