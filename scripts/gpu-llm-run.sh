@@ -13,7 +13,7 @@
 #
 # then, with carry [".gpu/c1", ".whl"]:  bash .gpu/c1/run.sh STEP...
 # steps: tests, tests-pdl, t-FILTER, llm, llmb, llm-pdl, llm-cublas (float products on cuBLASLt
-# only), llm15, llmx (Llama 1B and Phi-3 mini
+# only), kg/kg-fp16 (a replayed step's device time, ncu graph mode), llm15, llmx (Llama 1B and Phi-3 mini
 # int4), kt, kt-fp16, san, py
 set -uo pipefail
 C1=$(cd "$(dirname "$0")" && pwd)
@@ -55,6 +55,28 @@ for step in "$@"; do
         > /tmp/kt-$step.txt 2>&1
       [[ -n ${OUT:-} ]] && cp /tmp/kt-$step.txt $OUT/kernels-$step.txt
       grep -v "^[0-9]* *|" /tmp/kt-$step.txt | head -45 ;;
+    kg|kg-fp16)
+      # The whole replayed decode step as one workload (ncu --graph-profiling graph): its
+      # device time with float products on our GEMV or on cuBLASLt, with and without PDL.
+      p=int4; [[ $step == *-fp16 ]] && p=fp16
+      args=$(python3 scripts/decode-step-inputs.py /tmp/gpu-llm-bench/onnx-0.5b-$p /tmp/step-$p --cached 64 --max-length 144)
+      for v in ${KG_GEMV:-1 0}; do
+        for pdl in 0 1; do
+          ONNX_RUNTIME_CUDA_PDL=$pdl ONNX_RUNTIME_CUDA_GEMV=$v ncu --clock-control none \
+            --cache-control none --graph-profiling graph --metrics gpu__time_duration.sum --csv \
+            $G/onnx-runtime bench /tmp/gpu-llm-bench/onnx-0.5b-$p/model.onnx --ep cuda \
+            --warmup 1 --iterations 6 $args > /tmp/kg.csv 2>/dev/null
+          python3 - "$p GEMV=$v PDL=$pdl" /tmp/kg.csv <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[2])) if len(r) > 10]
+if not rows:
+    print(sys.argv[1], "no ncu rows"); sys.exit()
+h = rows[0]; name = h.index("Kernel Name"); val = h.index("Metric Value")
+last = [(r[name][:40], r[val]) for r in rows[1:] if r[h.index("Metric Name")] == "gpu__time_duration.sum"][-4:]
+print(sys.argv[1], "last workloads (ns):", last)
+PY
+        done
+      done ;;
     san)
       for t in ${SAN_FILTER:-attention nbits gqa norm}; do
         for tool in memcheck racecheck; do

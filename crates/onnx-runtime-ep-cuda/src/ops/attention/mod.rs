@@ -60,7 +60,8 @@ pub(crate) const MAX_HEAD: usize = 256;
 
 const FWD: &str = concat!(
     include_str!("../../kernels/attention_common.cuh"),
-    include_str!("../../kernels/attention_fwd.cu")
+    include_str!("../../kernels/attention_fwd.cu"),
+    include_str!("../../kernels/attention_dec.cu")
 );
 const MMA: &str = concat!(
     include_str!("../../kernels/attention_common.cuh"),

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 mod decode;
 pub use crate::ops::scratch::Scratch;
-use decode::{DEC_HEADS, DEC_ROWS};
+use decode::{DEC1_HEADS, DEC_HEADS, DEC_ROWS};
 
 /// Mirrors `AttnSrc` in attention_common.cuh.
 #[repr(C)]
@@ -350,6 +350,9 @@ struct Fns {
     mma: Vec<(usize, usize, Function)>,
     /// (padded head size, function) of the decode kernel (`attn_dec_<dp>`), ascending.
     dec: Vec<(usize, Function)>,
+    /// (padded head size, function) of the one-pass decode kernel (`attn_dec1_<dp>`),
+    /// ascending; empty below sm_80 and for float64.
+    dec1: Vec<(usize, Function)>,
     combine: Function,
     scores: Function,
     concat: Function,
@@ -421,6 +424,20 @@ impl Sdpa {
                     }))
                 })
                 .collect::<EpResult<Vec<_>>>()?;
+            let dec1 = if tensor_cores && dtype != DataType::Float64 {
+                DEC1_HEADS
+                    .iter()
+                    .filter(|&&dp| dp * width <= 256)
+                    // SAFETY: attn_dec1_* start with pdl_begin (attention_dec.cu).
+                    .map(|&dp| {
+                        Ok((dp, unsafe {
+                            m.function(&format!("attn_dec1_{dp}"))?.overlapped()
+                        }))
+                    })
+                    .collect::<EpResult<Vec<_>>>()?
+            } else {
+                Vec::new()
+            };
             fns.insert(
                 dtype,
                 Fns {
@@ -431,6 +448,7 @@ impl Sdpa {
                     simt_bn: bn,
                     mma,
                     dec,
+                    dec1,
                     combine: m.function("attn_combine")?,
                     scores: m.function("attn_scores")?,
                     concat: m.function("attn_concat")?,
@@ -593,6 +611,9 @@ impl Sdpa {
         let need = p.d.max(p.dv).max(1);
         let group = p.hq / p.hkv;
         if group * p.sq <= DEC_ROWS {
+            if let Some(func) = decode::one_pass(f, p, &a, need) {
+                return self.run_decode1(base, f, p, &mut a, func);
+            }
             if let Some(&(_, func)) = f.dec.iter().find(|(dp, _)| *dp >= need) {
                 return self.run_decode(base, f, p, &mut a, func);
             }
