@@ -12,7 +12,7 @@
 #   # the onnxruntime-genai wheel in .whl/ (the model builder; see /work/.library/device).
 #
 # then, with carry [".gpu/c1", ".whl"]:  bash .gpu/c1/run.sh STEP...
-# steps: tests, tests-pdl, t-FILTER, llm, llmb, llm-pdl, llm-cublas (float products on cuBLASLt
+# steps: tests, tests-pdl, tests-nopdl, t-FILTER, llm, llmb, llm-pdl, llm-nopdl, llm-cublas (float products on cuBLASLt
 # only), kg/kg-fp16 (a replayed step's device time, ncu graph mode), llm15, llmx (Llama 1B and Phi-3 mini
 # int4), kt, kt-fp16, san, py
 set -uo pipefail
@@ -39,6 +39,8 @@ for step in "$@"; do
     t-*) $G/cuda-gpu-tests --test-threads=4 "${step#t-}" 2>&1 | grep -E "^test |^test result|panicked|assert" | tail -40 ;;
     llm) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llmb) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime-base --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
+    llm-nopdl) ONNX_RUNTIME_CUDA_PDL=0 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
+    tests-nopdl) ONNX_RUNTIME_CUDA_PDL=0 $G/cuda-gpu-tests --test-threads=4 2>&1 | grep -E "^test result|FAILED|failed|panicked" ;;
     llm-pdl) ONNX_RUNTIME_CUDA_PDL=1 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llm-gemv*) v=${step#llm-gemv}; ONNX_RUNTIME_CUDA_GEMV=${v:-1} python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llm-cublas) ONNX_RUNTIME_CUDA_GEMV=0 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;

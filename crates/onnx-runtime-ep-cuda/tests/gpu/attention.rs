@@ -1097,8 +1097,9 @@ fn gqa_decode_with_shared_past_buffer() {
 
 /// The decode kernel with many (batch x kv head) blocks, so the keys are not split and one
 /// block walks several 64-key chunks with its online softmax (t = 300), and with a split of
-/// few blocks over a long cache (t = 5000: 64 splits of 79 keys, two chunks each); head sizes
-/// 64 and 256, float16, bfloat16 and float32, a window and a softcap.
+/// few blocks over a long cache (t = 5000: 64 splits of 79 keys, two chunks each; 17000 for
+/// the one-pass kernel's two passes a split); head sizes 64, 128 and 256, float16, bfloat16
+/// and float32, a window and a softcap.
 #[test]
 fn gqa_decode_kernel_long_chunks() {
     let ep = gpu();
@@ -1115,6 +1116,8 @@ fn gqa_decode_kernel_long_chunks() {
         ),
         (1, 1, 256, 5000, F16, vec![]),
         (1, 2, 64, 5000, F32, vec![("local_window_size", int(700))]),
+        // The one-pass kernel's 64 splits of 266 keys: two passes a split.
+        (1, 1, 128, 17000, BF16, vec![]),
     ] {
         let q = uniform(&mut rng, dtype, &[b, 1, 4 * kvh * d], -1.0, 1.0);
         let k = uniform(&mut rng, dtype, &[b, 1, kvh * d], -1.0, 1.0);
