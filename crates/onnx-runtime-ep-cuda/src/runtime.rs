@@ -35,7 +35,7 @@ pub struct Function(sys::CUfunction, bool);
 
 impl Function {
     /// Lets launches of this kernel overlap the tail of the kernel before it on the stream
-    /// (programmatic dependent launch, sm_90 and newer, with `ONNX_RUNTIME_CUDA_PDL=1`): the
+    /// (programmatic dependent launch, sm_90 and newer, unless `ONNX_RUNTIME_CUDA_PDL=0`): the
     /// launch's own latency hides behind the previous kernel's last blocks.
     ///
     /// # Safety
@@ -195,9 +195,10 @@ impl CudaRuntime {
             }),
             capturing: AtomicBool::new(false),
             tf32,
-            // Opt-in (ONNX_RUNTIME_CUDA_PDL=1) until measured on the GPU machine.
+            // On by default on sm_90+ (measured on H100, docs/benchmarks/2026-12-07-gpu-session-21.md:
+            // +4-5% decode tokens/s); ONNX_RUNTIME_CUDA_PDL=0 turns it off.
             pdl: major >= 9
-                && std::env::var("ONNX_RUNTIME_CUDA_PDL").is_ok_and(|v| v.trim() == "1"),
+                && !std::env::var("ONNX_RUNTIME_CUDA_PDL").is_ok_and(|v| v.trim() == "0"),
             modules: Mutex::new(HashMap::new()),
             extensions: Mutex::new(HashMap::new()),
             err_word,

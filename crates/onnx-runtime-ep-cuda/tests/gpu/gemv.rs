@@ -191,7 +191,7 @@ fn silu_mul_decode_and_prefill_every_float_type() {
 }
 
 /// With B a model constant, the decode product may start while the kernel ahead of it still
-/// runs (programmatic dependent launch: `ONNX_RUNTIME_CUDA_PDL=1` on sm_90 and newer), reading
+/// runs (programmatic dependent launch, on by default on sm_90 and newer), reading
 /// B early; it must still read the rows of A that kernel writes. A Neg writes A into the
 /// product's input buffer right before each product, with new values every round.
 #[test]

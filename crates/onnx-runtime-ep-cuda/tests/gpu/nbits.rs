@@ -109,7 +109,7 @@ fn check_nbits(
     let dtype = ins[0].as_ref().unwrap().dtype;
     let want = reference(&nd, 1, &ins, what);
     // The weights as a session marks initializers: the tensor-core GEMV may then overlap the
-    // kernel ahead of it (ONNX_RUNTIME_CUDA_PDL=1).
+    // kernel ahead of it (programmatic dependent launch, on by default on sm_90+).
     let weights: Vec<bool> = (0..ins.len()).map(|i| i > 0).collect();
     let got =
         gpu_run_constants(ep, &nd, 1, &ins, &weights).unwrap_or_else(|e| panic!("{what}: {e}"));
