@@ -79,9 +79,10 @@ fn min_columns() -> Option<usize> {
     )
 }
 
-/// Measured on an H100 (docs/benchmarks/2026-12-07-gpu-session-20.md): end to end, inside a
-/// replayed decode graph, the kernel wins on a vocabulary head and loses to cuBLASLt on a
-/// 0.5B layer's products, although Nsight Compute times each of them faster alone.
+/// Every eligible product. Measured on an H100 (docs/benchmarks/2026-12-07-gpu-session-21.md):
+/// a replayed 0.5B float16 decode step takes the same device time on this kernel as on
+/// cuBLASLt (1.54 ms either way, Nsight Compute's graph mode), and an int4 export (whose
+/// float products are few) gains end to end.
 const DEFAULT_MIN_N: usize = 1;
 
 fn elem_bytes(dtype: DataType) -> Option<usize> {
