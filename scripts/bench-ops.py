@@ -39,14 +39,17 @@ def _model(name, nodes, x_shape, y_shape, inits, opset=13):
     return m
 
 
-def conv(cin, cout, hw, k, s=1, relu=True, pad=None):
-    """Conv (+ Relu) with pad k//2 (or `pad`), as in the CNNs' 3x3 and 1x1 layers."""
+def conv(cin, cout, hw, k, s=1, relu=True, pad=None, group=1):
+    """Conv (+ Relu) with pad k//2 (or `pad`), as in the CNNs' 3x3 and 1x1 layers; `group`
+    for ShuffleNet's grouped pointwise and depthwise layers."""
     rng = np.random.default_rng(0)
     p = k // 2 if pad is None else pad
-    w = numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32), "W")
+    w = numpy_helper.from_array(
+        (rng.standard_normal((cout, cin // group, k, k)) * 0.1).astype(np.float32), "W")
     b = numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "B")
     out = "t" if relu else "y"
-    nodes = [helper.make_node("Conv", ["x", "W", "B"], [out], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)]
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], [out], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4,
+                              group=group)]
     if relu:
         nodes.append(helper.make_node("Relu", ["t"], ["y"]))
     ho = (hw + 2 * p - k) // s + 1
@@ -132,6 +135,14 @@ def softmax(heads, seq):
 
 
 CASES = {
+    # ShuffleNet (the onnx wheel's light_shufflenet): grouped pointwise and depthwise layers.
+    "shuf_g4_1x1_24_112_56": lambda: conv(24, 112, 56, 1, group=4),
+    "shuf_g4_1x1_136_136_28": lambda: conv(136, 136, 28, 1, group=4),
+    "shuf_g4_1x1_272_272_14": lambda: conv(272, 272, 14, 1, group=4),
+    "shuf_g4_1x1_544_544_7": lambda: conv(544, 544, 7, 1, group=4),
+    "shuf_dw3x3_136_28": lambda: conv(136, 136, 28, 3, relu=False, group=136),
+    "shuf_dw3x3s2_112_56": lambda: conv(112, 112, 56, 3, s=2, relu=False, group=112),
+    "shuf_dw3x3_272_14": lambda: conv(272, 272, 14, 3, relu=False, group=272),
     "conv3x3_16_64_55": lambda: conv(16, 64, 55, 3),
     "conv3x3_64_64_56": lambda: conv(64, 64, 56, 3),
     "conv3x3_32_128_27": lambda: conv(32, 128, 27, 3),

@@ -12,21 +12,68 @@ thread_local! {
     static SCRATCH: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
 }
 
-/// Runs `f` on a per-thread scratch slice of `len` elements. The contents are whatever an
-/// earlier call left there (zeros the first time): `f` must write what it reads. Nested or
-/// re-entrant calls get a fresh buffer rather than sharing one.
-pub fn with_scratch<T: Pod, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+/// A per-thread scratch slice of `len` elements ([`scratch`]), handed back to the thread's
+/// cache when dropped.
+pub struct ScratchBuf<T: Pod> {
+    buf: Vec<f64>,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+/// A per-thread scratch slice of `len` elements. The contents are whatever an earlier use
+/// left there (zeros the first time): the user must write what it reads. Nested uses get a
+/// fresh buffer rather than sharing one.
+///
+/// A guard rather than a closure: [`SimdWork::run`] bodies keep their hot loops in their own
+/// body, which is what [`run_simd`]'s AVX2 copy compiles for AVX2 (a closure's body is a
+/// function of its own that need not be inlined, and out of line it is baseline SSE2 code).
+#[inline(always)]
+pub fn scratch<T: Pod>(len: usize) -> ScratchBuf<T> {
     let mut buf = SCRATCH.with(Cell::take);
     let words = (len * std::mem::size_of::<T>()).div_ceil(8);
     if buf.len() < words {
         buf.resize(words, 0.0);
     }
-    let r = f(&mut bytemuck::cast_slice_mut::<f64, T>(&mut buf[..words])[..len]);
-    SCRATCH.with(|s| {
-        let other = s.take();
-        s.set(if other.len() > buf.len() { other } else { buf });
-    });
-    r
+    ScratchBuf {
+        buf,
+        len,
+        _t: std::marker::PhantomData,
+    }
+}
+
+impl<T: Pod> std::ops::Deref for ScratchBuf<T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        let words = (self.len * std::mem::size_of::<T>()).div_ceil(8);
+        &bytemuck::cast_slice::<f64, T>(&self.buf[..words])[..self.len]
+    }
+}
+
+impl<T: Pod> std::ops::DerefMut for ScratchBuf<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        let words = (self.len * std::mem::size_of::<T>()).div_ceil(8);
+        &mut bytemuck::cast_slice_mut::<f64, T>(&mut self.buf[..words])[..self.len]
+    }
+}
+
+impl<T: Pod> Drop for ScratchBuf<T> {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        // During thread teardown the cache may be gone; the buffer is then just freed.
+        let _ = SCRATCH.try_with(|s| {
+            let other = s.take();
+            s.set(if other.len() > buf.len() { other } else { buf });
+        });
+    }
+}
+
+/// Runs `f` on a per-thread scratch slice of `len` elements (see [`scratch`]; inside a
+/// [`SimdWork`] body use [`scratch`], so the loops are compiled for AVX2).
+pub fn with_scratch<T: Pod, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    let mut buf = scratch::<T>(len);
+    f(&mut buf)
 }
 
 /// Writes `v` into every element of `row` and returns it as initialised.

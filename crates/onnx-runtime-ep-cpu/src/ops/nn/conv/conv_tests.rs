@@ -195,6 +195,28 @@ fn depthwise_kernels_strides_and_multipliers() {
 }
 
 #[test]
+fn depthwise_3x3_rows_across_vector_strips() {
+    // The AVX-512 plane kernels (stride 1 and 2, dilation 1) work in strips of 16 outputs
+    // with masked loads at the row ends: widths around 16 and 32, pads 0 to 2 (asymmetric
+    // too), even and odd input sizes, channel multiplier 2, batch 2.
+    for (h, wd) in [(5, 15), (6, 16), (4, 17), (3, 33), (9, 31), (3, 48)] {
+        for (s, p) in [(1, 1), (1, 0), (1, 2), (2, 1), (2, 0), (2, 2)] {
+            for (group, m) in [(3, 3), (3, 6)] {
+                let mut c = Case::d2(group, 3, m, 3, s, p, 1);
+                c.spatial = vec![h, wd];
+                c.check();
+            }
+        }
+        let mut c = Case::d2(2, 2, 2, 3, 2, 0, 1);
+        c.spatial = vec![h, wd];
+        c.pads = vec![1, 0, 0, 2];
+        c.check();
+        c.strides = vec![1, 1];
+        c.check();
+    }
+}
+
+#[test]
 fn big_convs_split_over_threads() {
     // Enough work to split positions and channels into parallel blocks.
     let mut c = Case::d2(1, 16, 48, 3, 1, 1, 1);

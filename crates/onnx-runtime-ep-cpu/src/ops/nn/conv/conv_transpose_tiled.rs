@@ -5,9 +5,7 @@
 //! the output is never zero-filled and blocks run in parallel.
 
 use crate::ops::nn::common::{gemm_raw, Real};
-use crate::ops::nn::scratch::{
-    build_vec, run_simd, with_scratch, worth_parallel, SharedMut, SimdWork,
-};
+use crate::ops::nn::scratch::{build_vec, run_simd, scratch, worth_parallel, SharedMut, SimdWork};
 use crate::ops::nn::window::Window;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -70,50 +68,48 @@ pub fn compute<T: Real>(d: &Dims, win: &Window, x: &[T], w: &[T], bias: Option<&
                 let iy0 = blk * rows;
                 let nrows = rows.min(ih - iy0);
                 let cols = nrows * iw;
-                with_scratch(mg * ks * cols, |col: &mut [T]| {
-                    let wg = &w[g * cg * mg * ks..(g + 1) * cg * mg * ks];
-                    let xg = &x[(b * d.c + g * cg) * in_sz + iy0 * iw..];
-                    // SAFETY: `col` is `mg*ks` rows of `cols`, a unique borrow.
-                    gemm_raw(
-                        mg * ks,
-                        cols,
-                        cg,
-                        wg,
-                        (1, mg * ks),
-                        xg,
-                        (in_sz, 1),
-                        col.as_mut_ptr(),
-                        cols,
-                        T::one(),
-                        T::zero(),
-                        gemm::Parallelism::None,
-                    );
-                    for mi in 0..mg {
-                        let oc = g * mg + mi;
-                        let bv = bias.map_or(T::zero(), |bs| bs[oc]);
-                        let plane = (b * d.m + oc) * out_sz;
-                        for r in 0..nrows {
-                            for ky in 0..kh {
-                                let oy = (iy0 + r) * kh + ky;
-                                // SAFETY: row `oy` of plane `oc` of image `b` belongs to this
-                                // task alone and lies inside the `total` elements of `out`.
-                                let orow = std::slice::from_raw_parts_mut(
-                                    dst.get().add(plane + oy * ow),
-                                    ow,
-                                );
-                                let src = &col[(mi * ks + ky * kw) * cols + r * iw..];
-                                run_simd(Interleave {
-                                    src,
-                                    stride: cols,
-                                    iw,
-                                    kw,
-                                    bias: bv,
-                                    out: orow,
-                                });
-                            }
+                let mut col_buf = scratch::<T>(mg * ks * cols);
+                let col: &mut [T] = &mut col_buf;
+                let wg = &w[g * cg * mg * ks..(g + 1) * cg * mg * ks];
+                let xg = &x[(b * d.c + g * cg) * in_sz + iy0 * iw..];
+                // SAFETY: `col` is `mg*ks` rows of `cols`, a unique borrow.
+                gemm_raw(
+                    mg * ks,
+                    cols,
+                    cg,
+                    wg,
+                    (1, mg * ks),
+                    xg,
+                    (in_sz, 1),
+                    col.as_mut_ptr(),
+                    cols,
+                    T::one(),
+                    T::zero(),
+                    gemm::Parallelism::None,
+                );
+                for mi in 0..mg {
+                    let oc = g * mg + mi;
+                    let bv = bias.map_or(T::zero(), |bs| bs[oc]);
+                    let plane = (b * d.m + oc) * out_sz;
+                    for r in 0..nrows {
+                        for ky in 0..kh {
+                            let oy = (iy0 + r) * kh + ky;
+                            // SAFETY: row `oy` of plane `oc` of image `b` belongs to this
+                            // task alone and lies inside the `total` elements of `out`.
+                            let orow =
+                                std::slice::from_raw_parts_mut(dst.get().add(plane + oy * ow), ow);
+                            let src = &col[(mi * ks + ky * kw) * cols + r * iw..];
+                            run_simd(Interleave {
+                                src,
+                                stride: cols,
+                                iw,
+                                kw,
+                                bias: bv,
+                                out: orow,
+                            });
                         }
                     }
-                });
+                }
             };
             if parallel {
                 (0..tasks).into_par_iter().for_each(task);

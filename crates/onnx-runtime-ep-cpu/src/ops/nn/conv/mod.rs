@@ -12,6 +12,7 @@ pub(crate) mod conv_transpose;
 pub(crate) mod conv_transpose_tiled;
 pub(crate) mod deform_conv;
 pub(crate) mod depthwise;
+pub(crate) mod depthwise_kernel;
 
 pub fn register(r: &mut CpuRegistry) {
     conv_op::register(r);

@@ -5,7 +5,7 @@
 
 use crate::ops::nn::common::{self, Real};
 use crate::ops::nn::scratch::PhaseRows;
-use crate::ops::nn::scratch::{fill, par_build, planes_per_task, run_simd, with_scratch};
+use crate::ops::nn::scratch::{fill, par_build, planes_per_task, run_simd, scratch};
 use crate::ops::nn::scratch::{ChunkDone, SimdWork};
 use crate::ops::nn::window::Window;
 use half::{bf16, f16};
@@ -147,34 +147,34 @@ impl<T: bytemuck::Pod, F: Fn(T, T) -> T + Copy> SimdWork for PoolPlanes<'_, T, F
         let plane = oh * ow;
         // Per output row: the kernel rows folded into one input-width row, that row laid out
         // in stride phases, then the kernel columns folded as contiguous runs.
-        with_scratch(g.row_len() + iw, |buf: &mut [T]| {
-            let (phases, vrow) = buf.split_at_mut(g.row_len());
-            for (j, o) in out.chunks_mut(plane).enumerate() {
-                let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
-                for oy in 0..oh {
-                    let mut rows = (0..g.kh).filter_map(|ky| g.input_row(oy, ky));
-                    let Some(r0) = rows.next() else {
-                        // `fits` guarantees a valid row; an empty window stays `pad`.
-                        fill(&mut o[oy * ow..(oy + 1) * ow], pad);
-                        continue;
-                    };
-                    vrow.copy_from_slice(&xp[r0 * iw..(r0 + 1) * iw]);
-                    for r in rows {
-                        for (v, &s) in vrow.iter_mut().zip(&xp[r * iw..(r + 1) * iw]) {
-                            *v = step(*v, s);
-                        }
+        let mut buf_buf = scratch::<T>(g.row_len() + iw);
+        let buf: &mut [T] = &mut buf_buf;
+        let (phases, vrow) = buf.split_at_mut(g.row_len());
+        for (j, o) in out.chunks_mut(plane).enumerate() {
+            let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
+            for oy in 0..oh {
+                let mut rows = (0..g.kh).filter_map(|ky| g.input_row(oy, ky));
+                let Some(r0) = rows.next() else {
+                    // `fits` guarantees a valid row; an empty window stays `pad`.
+                    fill(&mut o[oy * ow..(oy + 1) * ow], pad);
+                    continue;
+                };
+                vrow.copy_from_slice(&xp[r0 * iw..(r0 + 1) * iw]);
+                for r in rows {
+                    for (v, &s) in vrow.iter_mut().zip(&xp[r * iw..(r + 1) * iw]) {
+                        *v = step(*v, s);
                     }
-                    g.lay_out_row(vrow, pad, phases);
-                    let orow = fill(&mut o[oy * ow..(oy + 1) * ow], pad);
-                    for kx in 0..g.kw {
-                        for (v, &s) in orow.iter_mut().zip(g.row_run(phases, kx)) {
-                            *v = step(*v, s);
-                        }
-                    }
-                    finish(orow, oy);
                 }
+                g.lay_out_row(vrow, pad, phases);
+                let orow = fill(&mut o[oy * ow..(oy + 1) * ow], pad);
+                for kx in 0..g.kw {
+                    for (v, &s) in orow.iter_mut().zip(g.row_run(phases, kx)) {
+                        *v = step(*v, s);
+                    }
+                }
+                finish(orow, oy);
             }
-        });
+        }
     }
 }
 
