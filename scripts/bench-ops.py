@@ -93,6 +93,12 @@ def maxpool(c, hw, k, s, pad, ceil):
     return _model("maxpool", [node], [1, c, hw, hw], None, []), [1, c, hw, hw]
 
 
+def avgpool(c, hw, k, s, pad):
+    """AveragePool (Inception's 3x3 stride-1 branch; count_include_pad 0)."""
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[pad] * 4)
+    return _model("avgpool", [node], [1, c, hw, hw], None, []), [1, c, hw, hw]
+
+
 def bias_gelu_matmul(m, k, n):
     """MatMul by a constant weight, bias Add, then Gelu (a transformer feed-forward layer)."""
     rng = np.random.default_rng(0)
@@ -181,6 +187,8 @@ CASES = {
     "lstm_20_512_512": lambda: lstm(20, 512, 512),
     "maxpool3x3s2_96_109": lambda: maxpool(96, 109, 3, 2, 0, True),
     "maxpool3x3s1_192_28": lambda: maxpool(192, 28, 3, 1, 1, False),
+    "avgpool3x3s1_256_28": lambda: avgpool(256, 28, 3, 1, 1),
+    "avgpool3x3s1_576_14": lambda: avgpool(576, 14, 3, 1, 1),
     "matmul_bias_gelu_16_384_1536": lambda: bias_gelu_matmul(16, 384, 1536),
     "softmax_12_16": lambda: softmax(12, 16),
     "mlp_16_384_1536_x4": lambda: mlp_chain(16, 384, 1536, 4),

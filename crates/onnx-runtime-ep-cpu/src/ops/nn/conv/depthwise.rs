@@ -122,6 +122,7 @@ impl<T: Real> SimdWork for Planes<'_, T> {
                         bytemuck::cast(bias),
                         oh,
                         o.as_mut_ptr().cast(),
+                        None,
                     )
                 };
                 // SAFETY: every element of `o` was written; MaybeUninit<T> has T's layout.

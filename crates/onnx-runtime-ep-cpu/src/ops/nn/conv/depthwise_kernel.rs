@@ -90,7 +90,7 @@ pub struct Plane3x3 {
 }
 
 /// Output rows `0..oh` of a stride-1 3x3 depthwise plane into `out` (`oh * ow`, row after
-/// row): `out[y][x] = bias + sum w[ky*3+kx] * x[y+ky-pt][x+kx-pl]` over the taps inside the
+/// row), each divided by `ny[y] * nx[x]` with `div` (AveragePool's counts): `out[y][x] = bias + sum w[ky*3+kx] * x[y+ky-pt][x+kx-pl]` over the taps inside the
 /// input (grouped as in [`row3x3`]). Column strips of 16 outer, rows inner, so the strip's
 /// lane masks are computed once; rows whose three input rows all exist take the branch-free
 /// body.
@@ -107,6 +107,7 @@ pub unsafe fn plane3x3_s1(
     bias: f32,
     oh: usize,
     out: *mut f32,
+    div: Option<(&[f32], &[f32])>,
 ) {
     let wv: [__m512; 9] = std::array::from_fn(|t| _mm512_set1_ps(w[t]));
     let b = _mm512_set1_ps(bias);
@@ -121,6 +122,11 @@ pub unsafe fn plane3x3_s1(
     let mut x0 = 0isize;
     while x0 < ow {
         let om = lanes(0, ow - x0);
+        // AveragePool's divisors of this strip's columns (ones past the row's end).
+        // SAFETY: the lanes of om are columns x0 .. ow of nx.
+        let dx = div.map(|(_, nx)| unsafe {
+            _mm512_mask_loadu_ps(_mm512_set1_ps(1.0), om, nx.as_ptr().wrapping_offset(x0))
+        });
         // Tap kx reads column x0 + i + kx - pl for lane i: lanes with it in [0, iw).
         let km: [u16; 3] = std::array::from_fn(|kx| {
             let off = x0 + kx as isize - pl;
@@ -163,6 +169,12 @@ pub unsafe fn plane3x3_s1(
                 }
                 _mm512_add_ps(acc[0], _mm512_add_ps(acc[1], acc[2]))
             };
+            let r = match (div, dx) {
+                (Some((ny, _)), Some(dx)) => {
+                    _mm512_div_ps(r, _mm512_mul_ps(_mm512_set1_ps(ny[oy as usize]), dx))
+                }
+                _ => r,
+            };
             // SAFETY: the lanes of om are output columns x0 .. ow of row oy.
             unsafe { _mm512_mask_storeu_ps(out.wrapping_offset(oy * ow + x0), om, r) };
         }
@@ -187,6 +199,7 @@ pub unsafe fn plane3x3_s2(
     bias: f32,
     oh: usize,
     out: *mut f32,
+    div: Option<(&[f32], &[f32])>,
 ) {
     let wv: [__m512; 9] = std::array::from_fn(|t| _mm512_set1_ps(w[t]));
     let b = _mm512_set1_ps(bias);
@@ -203,6 +216,11 @@ pub unsafe fn plane3x3_s2(
     let mut x0 = 0isize;
     while x0 < ow {
         let om = lanes(0, ow - x0);
+        // AveragePool's divisors of this strip's columns (ones past the row's end).
+        // SAFETY: the lanes of om are columns x0 .. ow of nx.
+        let dx = div.map(|(_, nx)| unsafe {
+            _mm512_mask_loadu_ps(_mm512_set1_ps(1.0), om, nx.as_ptr().wrapping_offset(x0))
+        });
         // The four loads of a row start at columns c0, c0 + 16, c0 + 2, c0 + 18: lanes with
         // their column in [0, iw) are read (outputs past ow compute values nobody stores).
         let c0 = 2 * x0 - pl;
@@ -236,6 +254,12 @@ pub unsafe fn plane3x3_s2(
                 *a = _mm512_fmadd_ps(wv[ky * 3 + 2], t2, *a);
             }
             let r = _mm512_add_ps(acc[0], _mm512_add_ps(acc[1], acc[2]));
+            let r = match (div, dx) {
+                (Some((ny, _)), Some(dx)) => {
+                    _mm512_div_ps(r, _mm512_mul_ps(_mm512_set1_ps(ny[oy as usize]), dx))
+                }
+                _ => r,
+            };
             // SAFETY: the lanes of om are output columns x0 .. ow of row oy.
             unsafe { _mm512_mask_storeu_ps(out.wrapping_offset(oy * ow + x0), om, r) };
         }

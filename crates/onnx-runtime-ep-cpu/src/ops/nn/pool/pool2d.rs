@@ -24,7 +24,7 @@ max_elem!(f32 => f32::NEG_INFINITY, f64 => f64::NEG_INFINITY, f16 => f16::NEG_IN
 
 /// Per output index along one axis: the number of valid taps and the count including
 /// padding (AveragePool's count_include_pad divisor).
-fn tap_counts(w: &Window, d: usize) -> Vec<(usize, usize)> {
+pub(crate) fn tap_counts(w: &Window, d: usize) -> Vec<(usize, usize)> {
     (0..w.output[d])
         .map(|o| {
             let start = (o * w.strides[d]) as isize - w.pad_begin[d] as isize;

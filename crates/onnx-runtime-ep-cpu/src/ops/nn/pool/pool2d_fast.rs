@@ -5,7 +5,8 @@
 //! kernel column reads 8 values (stride 1) or reads 16 and keeps the even ones (stride 2: a
 //! shuffle and a lane permute), so 8 outputs take `kw` loads and maxes.
 
-use crate::ops::nn::pool::pool2d::planes_vec;
+use crate::ops::nn::conv::depthwise_kernel;
+use crate::ops::nn::pool::pool2d::{planes_vec, tap_counts};
 use crate::ops::nn::scratch::{with_scratch, PhaseRows};
 use crate::ops::nn::window::Window;
 use std::mem::MaybeUninit;
@@ -42,6 +43,63 @@ pub fn max2d_f32(x: &[f32], planes: usize, w: &Window) -> Option<Vec<f32>> {
         let _ = (x, planes, w);
         None
     }
+}
+
+/// The f32 average pool of `x` over a 3x3 window of stride 1 or 2 (both axes), dilation 1,
+/// on AVX-512F: the depthwise plane kernels with unit weights sum each window straight from
+/// the input plane, each sum divided by its tap count in registers (with or without the padding,
+/// as `include_pad` says). `w` must satisfy [`crate::ops::nn::pool::pool2d::fits`]; None
+/// where this path does not apply.
+pub fn avg3x3_f32(x: &[f32], planes: usize, w: &Window, include_pad: bool) -> Option<Vec<f32>> {
+    let s = w.strides[0];
+    if w.input.len() != 2
+        || w.kernel != [3, 3]
+        || w.strides[1] != s
+        || !(s == 1 || s == 2)
+        || w.dilations.iter().any(|&d| d != 1)
+        || !depthwise_kernel::available()
+    {
+        return None;
+    }
+    let count = |d: usize| -> Vec<f32> {
+        tap_counts(w, d)
+            .into_iter()
+            .map(|(valid, padded)| (if include_pad { padded } else { valid }) as f32)
+            .collect()
+    };
+    let (cy, cx) = (count(0), count(1));
+    let (ih, iw, oh, ow) = (w.input[0], w.input[1], w.output[0], w.output[1]);
+    let geom = depthwise_kernel::Plane3x3 {
+        ih,
+        iw,
+        ow,
+        pt: w.pad_begin[0],
+        pl: w.pad_begin[1],
+    };
+    let plane = oh * ow;
+    Some(planes_vec(planes, plane, plane * 9, |first, out| {
+        for (j, o) in out.chunks_mut(plane).enumerate() {
+            let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
+            let f = if s == 1 {
+                depthwise_kernel::plane3x3_s1
+            } else {
+                depthwise_kernel::plane3x3_s2
+            };
+            // SAFETY: the CPU has AVX-512F (checked above); `xp` is the ih x iw plane the
+            // geometry describes and `o` the oh x ow output plane, written whole.
+            unsafe {
+                f(
+                    &geom,
+                    xp.as_ptr(),
+                    &[1.0; 9],
+                    0.0,
+                    oh,
+                    o.as_mut_ptr().cast(),
+                    Some((&cy, &cx)),
+                );
+            }
+        }
+    }))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -230,6 +288,55 @@ mod tests {
             let got: Vec<f64> = got.iter().map(|&v| v as f64).collect();
             let want = reference(&x, planes, &w).0;
             assert_eq!(got, want, "{input:?} {kernel:?} {pads:?}");
+        }
+    }
+
+    #[test]
+    fn average_3x3_matches_brute_force() {
+        if !crate::ops::nn::conv::depthwise_kernel::available() {
+            return;
+        }
+        // (input, strides, pads [top, left, bottom, right], ceil_mode, planes): widths
+        // around the 16-lane strips, stride 1 and 2, asymmetric pads, ceil_mode.
+        type Case = ([usize; 2], usize, [usize; 4], bool, usize);
+        let cases: &[Case] = &[
+            ([28, 28], 1, [1, 1, 1, 1], false, 5),
+            ([14, 14], 1, [1, 1, 1, 1], false, 3),
+            ([7, 7], 1, [1, 1, 1, 1], false, 3),
+            ([9, 33], 1, [0, 2, 1, 0], false, 2),
+            ([56, 56], 2, [0, 0, 1, 1], false, 2),
+            ([15, 31], 2, [1, 1, 1, 1], true, 3),
+            ([6, 17], 2, [0, 0, 0, 0], true, 2),
+            ([3, 3], 1, [0, 0, 0, 0], false, 2),
+        ];
+        for &(input, s, pads, ceil_mode, planes) in cases {
+            let attrs = WindowAttrs {
+                kernel: Some(vec![3, 3]),
+                strides: Some(vec![s, s]),
+                dilations: None,
+                pads: Some(pads.to_vec()),
+                auto_pad: AutoPad::NotSet,
+                ceil_mode,
+            };
+            let w = attrs.resolve("test", &input, &[3, 3]).unwrap();
+            let n = planes * input[0] * input[1];
+            let x: Vec<f64> = rand(n, 7, -5.0, 5.0)
+                .iter()
+                .map(|&v| v as f32 as f64)
+                .collect();
+            let xf: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            let (_, av, avp) = reference(&x, planes, &w);
+            for (include_pad, want) in [(false, av), (true, avp)] {
+                let got = avg3x3_f32(&xf, planes, &w, include_pad).expect("fast path");
+                assert_eq!(got.len(), want.len());
+                for (i, (&g, &e)) in got.iter().zip(&want).enumerate() {
+                    // A sum of nine f32 values, then one division: a few ulps.
+                    assert!(
+                        (g as f64 - e).abs() <= 1e-5 * e.abs().max(1.0),
+                        "{input:?} stride {s} {pads:?} pad {include_pad} at {i}: {g} vs {e}"
+                    );
+                }
+            }
         }
     }
 }

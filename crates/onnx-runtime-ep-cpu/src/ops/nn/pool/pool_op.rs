@@ -343,7 +343,12 @@ impl PoolKernel {
                 DataType::Float64 => {
                     Tensor::from_vec(shape, avg2d::<f64>(x.data(), planes, w, include_pad))
                 }
-                DataType::Float32 | DataType::Float16 | DataType::BFloat16 => {
+                DataType::Float32 => {
+                    let v = pool2d_fast::avg3x3_f32(x.data(), planes, w, include_pad)
+                        .unwrap_or_else(|| avg2d::<f32>(x.data(), planes, w, include_pad));
+                    Tensor::from_vec(shape, v)
+                }
+                DataType::Float16 | DataType::BFloat16 => {
                     let ux = common::upcast(x);
                     common::tensor_from_f32(
                         dtype,
