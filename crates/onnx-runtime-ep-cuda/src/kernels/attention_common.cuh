@@ -342,28 +342,6 @@ __device__ __forceinline__ void combine_row(const AttnParams &p, i64 row, ACC *w
   __syncwarp();
 }
 
-// The decode kernels' features f0 and f0 + 1 of row `r` (o0, o1: its unnormalized sums, m / l
-// its max and sum): with splits, this split's partials (and, with `ml`, the row's max and sum),
-// else the normalized output rounded to T.
-__device__ __forceinline__ void dec_write_pair(const AttnParams &p, const RowInfo &r, int f0,
-                                               ACC o0, ACC o1, ACC m, ACC l, bool ml) {
-  if (p.splits > 1) {
-    ACC *po = part_o(p, blockIdx.z, r.gidx);
-    if (f0 < p.dv) po[f0] = o0;
-    if (f0 + 1 < p.dv) po[f0 + 1] = o1;
-    if (ml) {
-      ACC *pml = part_ml(p, blockIdx.z, r.gidx);
-      pml[0] = m;
-      pml[1] = l;
-    }
-  } else {
-    const ACC inv = l > (ACC)0 ? (ACC)1 / l : (ACC)0;
-    T *orow = (T *)p.out + r.o_off;
-    if (f0 < p.dv) orow[(i64)f0 * p.oc] = Narrow<T>::from(o0 * inv);
-    if (f0 + 1 < p.dv) orow[(i64)(f0 + 1) * p.oc] = Narrow<T>::from(o1 * inv);
-  }
-}
-
 // A split kernel's own merge (p.count set): once a block has written its partials, the last
 // block of its (tile, batch x kv head) to finish merges every split of the tile's `nrows`
 // rows and sets the counter back to zero for the next launch (or graph replay). Every thread

@@ -288,7 +288,21 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
       ox += (ACC)v.x;
       oy += (ACC)v.y;
     }
-    dec_write_pair(p, rows[r], g0, ox, oy, sM[r], sL[r], g0 == 0);
+    if (p.splits > 1) {
+      ACC *po = part_o(p, blockIdx.z, rows[r].gidx);
+      if (g0 < p.dv) po[g0] = ox;
+      if (g0 + 1 < p.dv) po[g0 + 1] = oy;
+      if (g0 == 0) {
+        ACC *ml = part_ml(p, blockIdx.z, rows[r].gidx);
+        ml[0] = sM[r];
+        ml[1] = sL[r];
+      }
+    } else {
+      const ACC inv = sL[r] > (ACC)0 ? (ACC)1 / sL[r] : (ACC)0;
+      T *orow = (T *)p.out + rows[r].o_off;
+      if (g0 < p.dv) orow[(i64)g0 * p.oc] = Narrow<T>::from(ox * inv);
+      if (g0 + 1 < p.dv) orow[(i64)(g0 + 1) * p.oc] = Narrow<T>::from(oy * inv);
+    }
   }
   if (p.splits > 1 && p.count != nullptr) split_finish(p, rows, nrows);
 }

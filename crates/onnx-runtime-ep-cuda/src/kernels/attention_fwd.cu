@@ -400,7 +400,21 @@ template <int DP> __device__ __forceinline__ void attn_dec(const AttnParams &p) 
     for (int i = 0; i < RPT; ++i) {
       const int r = rg + RG * i;
       if (r >= nrows || !rows[r].valid) continue;
-      dec_write_pair(p, rows[r], f0, o[i][0], o[i][1], sM[r], sL[r], pair == 0);
+      if (p.splits > 1) {
+        ACC *po = part_o(p, blockIdx.z, rows[r].gidx);
+        if (f0 < p.dv) po[f0] = o[i][0];
+        if (f0 + 1 < p.dv) po[f0 + 1] = o[i][1];
+        if (pair == 0) {
+          ACC *ml = part_ml(p, blockIdx.z, rows[r].gidx);
+          ml[0] = sM[r];
+          ml[1] = sL[r];
+        }
+      } else {
+        const ACC inv = sL[r] > (ACC)0 ? (ACC)1 / sL[r] : (ACC)0;
+        T *orow = (T *)p.out + rows[r].o_off;
+        if (f0 < p.dv) orow[(i64)f0 * p.oc] = Narrow<T>::from(o[i][0] * inv);
+        if (f0 + 1 < p.dv) orow[(i64)(f0 + 1) * p.oc] = Narrow<T>::from(o[i][1] * inv);
+      }
     }
     if (p.splits > 1 && p.count != nullptr) split_finish(p, rows, nrows);
   }

@@ -58,41 +58,7 @@ fn max_tiles() -> usize {
     })
 }
 
-/// The (batch, kv head) pairs of a decode launch: its grid's y extent.
-fn grid_rows(base: &Base, p: &Problem) -> EpResult<usize> {
-    let bh = p.b * p.hkv;
-    if bh > 65535 {
-        return Err(base.err(format!(
-            "batch x kv heads = {bh} exceeds the CUDA attention grid limit of 65535; run this \
-             node on the CPU provider"
-        )));
-    }
-    Ok(bh)
-}
-
 impl Sdpa {
-    /// A decode launch of `splits` key splits of `chunk` keys: the partials' workspace and
-    /// `blocks` u32 counters, one per (row tile, batch x kv head) block column, so that the
-    /// last split to finish merges them (no attn_combine launch).
-    fn set_splits(
-        &self,
-        base: &Base,
-        f: &Fns,
-        p: &Problem,
-        a: &mut AttnParams,
-        (splits, chunk): (usize, usize),
-        blocks: usize,
-    ) -> EpResult<()> {
-        if splits > 1 {
-            a.chunk = i32_of(base, chunk, "split chunk")?;
-            self.split_partials(base, f, p, a, splits)?;
-            a.count = self
-                .counters
-                .get_zeroed(base, 4 * blocks, "split counters")?;
-        }
-        Ok(())
-    }
-
     /// Whether `p` (with [`NewRows`](super::NewRows) set) runs on the one-pass decode kernel,
     /// which then writes the new rows itself.
     pub fn fuses_new_rows(&self, base: &Base, p: &Problem) -> EpResult<bool> {
@@ -118,7 +84,13 @@ impl Sdpa {
         a: &mut AttnParams,
         func: Function,
     ) -> EpResult<()> {
-        let bh = grid_rows(base, p)?;
+        let bh = p.b * p.hkv;
+        if bh > 65535 {
+            return Err(base.err(format!(
+                "batch x kv heads = {bh} exceeds the CUDA attention grid limit of 65535; run \
+                 this node on the CPU provider"
+            )));
+        }
         let need = p.d.max(p.dv).max(1);
         let dp = DEC1_HEADS
             .iter()
@@ -140,7 +112,13 @@ impl Sdpa {
         let rb = rows.div_ceil(tiles);
         let tiles = rows.div_ceil(rb);
         a.dec_rows = rb as i32;
-        self.set_splits(base, f, p, a, (splits, chunk), bh * tiles)?;
+        if splits > 1 {
+            a.chunk = i32_of(base, chunk, "split chunk")?;
+            self.split_partials(base, f, p, a, splits)?;
+            a.count = self
+                .counters
+                .get_zeroed(base, 4 * bh * tiles, "split counters")?;
+        }
         let smem = dec1_smem(dp, f.width, f.acc_width);
         let mut args = [arg(&mut *a)];
         // SAFETY: attn_dec1_* take one AttnParams by value; every view lies inside its tensor,
@@ -169,7 +147,13 @@ impl Sdpa {
         a: &mut AttnParams,
         func: Function,
     ) -> EpResult<()> {
-        let bh = grid_rows(base, p)?;
+        let bh = p.b * p.hkv;
+        if bh > 65535 {
+            return Err(base.err(format!(
+                "batch x kv heads = {bh} exceeds the CUDA attention grid limit of 65535; run \
+                 this node on the CPU provider"
+            )));
+        }
         let t = p.t().max(1);
         let target = 2 * base.rt.sm_count() as usize;
         let mut splits = target
@@ -178,7 +162,12 @@ impl Sdpa {
             .clamp(1, MAX_SPLITS);
         let chunk = t.div_ceil(splits);
         splits = t.div_ceil(chunk);
-        self.set_splits(base, f, p, a, (splits, chunk), bh)?;
+        if splits > 1 {
+            a.chunk = i32_of(base, chunk, "split chunk")?;
+            self.split_partials(base, f, p, a, splits)?;
+            // The last split of a (batch, kv head) to finish merges them (no attn_combine).
+            a.count = self.counters.get_zeroed(base, 4 * bh, "split counters")?;
+        }
         let mut args = [arg(&mut *a)];
         // SAFETY: attn_dec_* take one AttnParams by value; every view lies inside its tensor
         // and `part` holds the partials of `splits` splits.
