@@ -14,8 +14,7 @@
 # then, with carry [".gpu/c1", ".whl"]:  bash .gpu/c1/run.sh STEP...
 # steps: tests, tests-pdl, tests-nopdl, t-FILTER, llm, llmb, llm-pdl, llm-nopdl, llm-cublas (float products on cuBLASLt
 # only), kg/kg-fp16 (a replayed step's device time, ncu graph mode), llm15, llmx (Llama 1B and Phi-3 mini
-# int4), kt, kt-fp16 (KT_ENV=VAR=VALUE for the profiled CLI), san, py, and llm:VAR=VALUE (llm without the
-# token check, ONNX_RUNTIME_CUDA_VAR=VALUE set: llm:GQA_FUSE=0, llm:DEC1_TILES=1, llm:PDL=0)
+# int4), kt, kt-fp16, san, py
 set -uo pipefail
 C1=$(cd "$(dirname "$0")" && pwd)
 G=/tmp/g
@@ -44,7 +43,6 @@ for step in "$@"; do
     tests-nopdl) ONNX_RUNTIME_CUDA_PDL=0 $G/cuda-gpu-tests --test-threads=4 2>&1 | grep -E "^test result|FAILED|failed|panicked" ;;
     llm-pdl) ONNX_RUNTIME_CUDA_PDL=1 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llm-gemv*) v=${step#llm-gemv}; ONNX_RUNTIME_CUDA_GEMV=${v:-1} python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
-    llm:*) kv=${step#llm:}; env "ONNX_RUNTIME_CUDA_$kv" python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llm-cublas) ONNX_RUNTIME_CUDA_GEMV=0 python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 0.5b --precisions int4 fp16 --skip-hf --skip-check 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -12 ;;
     llmx) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes llama-1b phi3-mini --precisions int4 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
     llm15) python3 scripts/gpu-llm-bench.py --cli $G/onnx-runtime --sizes 1.5b --precisions fp16 --skip-hf --check-tokens 32 2>&1 | cut -c1-400 | grep -v "prompt step" | tail -25 ;;
@@ -54,7 +52,7 @@ for step in "$@"; do
       p=int4; [[ $step == *-fp16 ]] && p=fp16
       cli=$G/onnx-runtime; [[ $step == ktb* ]] && cli=$G/onnx-runtime-base
       args=$(python3 scripts/decode-step-inputs.py /tmp/gpu-llm-bench/onnx-0.5b-$p /tmp/step-$p --cached 64 --max-length 144)
-      env ${KT_ENV:-KT_ENV=} python3 scripts/gpu-kernel-times.py --cache-control none --top 40 --order -- $cli bench \
+      python3 scripts/gpu-kernel-times.py --cache-control none --top 40 --order -- $cli bench \
         /tmp/gpu-llm-bench/onnx-0.5b-$p/model.onnx --ep cuda --warmup 1 --iterations 3 $args \
         > /tmp/kt-$step.txt 2>&1
       [[ -n ${OUT:-} ]] && cp /tmp/kt-$step.txt $OUT/kernels-$step.txt

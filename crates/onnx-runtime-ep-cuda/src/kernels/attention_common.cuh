@@ -55,14 +55,6 @@ struct AttnParams {
   i32 chunk, vec_out, id, skip_filter;       // skip_filter: filter-masked keys may be skipped
   i32 plain, seqlens_code;                   // plain: no softcap, mask, key padding or chi
   i32 first_prompt, has_sink, sink_code, dec_rows; // dec_rows: attn_dec1's rows a block
-  // attn_dec1 with fuse_new (GroupQueryAttention's decode with its present caches in the past
-  // buffers): keys past_b .. past_b + sq - 1 of batch b (past_b as gqa_prep has it) are the new
-  // rows nk / nv (keys rotated by rot when rot.rot > 0), which the block of the first row tile
-  // whose split holds them writes into k / v (the caches, rows < cache_rows); the queries are
-  // rotated by rot as they are loaded. Without it gqa_prep (rotary.cu) runs first.
-  RotaryParams rot;
-  AttnSrc nk, nv;
-  i32 fuse_new, cache_rows;
 };
 
 template <typename A> __device__ __forceinline__ A neg_inf();

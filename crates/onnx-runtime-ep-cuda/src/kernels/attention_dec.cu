@@ -48,54 +48,6 @@ __device__ __forceinline__ void dec1_load(const AttnParams &p, int bi, int kh, i
   }
 }
 
-// fuse_new: batch bi's first new key (gqa_prep's past_b).
-__device__ __forceinline__ int dec1_new_base(const AttnParams &p, int bi) {
-  i64 total = load_as_i64(p.seqlens, bi, p.seqlens_code) + 1;
-  if (total < 0) total = 0;
-  const i64 b0 = (p.first_prompt || total < p.sq) ? 0 : total - p.sq;
-  return (int)min(b0, (i64)ATT_BIG);
-}
-
-// fuse_new: when key j is one of the new keys (j - nb0 in [0, sq)), the new K row (rotated)
-// and V row replace what dec1_load read from the caches, and the block of the first row tile
-// writes them into the caches. Other blocks may read those cache rows while they are
-// written; each replaces what it read here.
-template <int DP>
-__device__ __forceinline__ void dec1_new(const AttnParams &p, int bi, int kh, int j, int s1,
-                                         int nb0, uint4 (&kr)[Dec1<DP>::NV],
-                                         uint4 (&vr)[Dec1<DP>::NV]) {
-  constexpr int VEC = Dec1<DP>::VEC, NV = Dec1<DP>::NV;
-  const int si = j - nb0;
-  if (j >= s1 || si < 0 || si >= p.sq) return;
-  const T *krow = (const T *)p.nk.ptr + (i64)bi * p.nk.sb + (i64)kh * p.nk.sh + (i64)si * p.nk.ss;
-  const T *vrow = (const T *)p.nv.ptr + (i64)bi * p.nv.sb + (i64)kh * p.nv.sh + (i64)si * p.nv.ss;
-  const bool rotate = p.rot.rot > 0;
-  const T zero = Narrow<T>::from((ACC)0);
-#pragma unroll
-  for (int c = 0; c < NV; ++c) {
-    T ke[VEC], ve[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const int f = c * VEC + e;
-      ke[e] = f >= p.d    ? zero
-              : rotate    ? rotary_at<T, ACC>(p.rot, krow, p.nk.sc, bi, si, f)
-                          : krow[(i64)f * p.nk.sc];
-      ve[e] = f < p.dv ? vrow[(i64)f * p.nv.sc] : zero;
-    }
-    memcpy(&kr[c], &ke[0], 16);
-    memcpy(&vr[c], &ve[0], 16);
-  }
-  if (blockIdx.x == 0 && j < p.cache_rows) {
-    T *kc = (T *)p.k.ptr + (i64)bi * p.k.sb + (i64)kh * p.k.sh + (i64)j * p.k.ss;
-    T *vc = (T *)p.v.ptr + (i64)bi * p.v.sb + (i64)kh * p.v.sh + (i64)j * p.v.ss;
-#pragma unroll
-    for (int c = 0; c < NV; ++c) {
-      if (c * VEC < p.d) reinterpret_cast<uint4 *>(kc)[c] = kr[c];
-      if (c * VEC < p.dv) reinterpret_cast<uint4 *>(vc)[c] = vr[c];
-    }
-  }
-}
-
 template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p) {
   using D = Dec1<DP>;
   constexpr int VEC = D::VEC, NV = D::NV, NPAIR = D::NPAIR, KG = D::KG;
@@ -124,8 +76,6 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
   // The first pass's rows go out before the row setup (every key j < t can be read).
   uint4 kr[NV], vr[NV];
   dec1_load<DP>(p, bi, kh, s0 + tid, s1, kr, vr);
-  const int nb0 = p.fuse_new ? dec1_new_base(p, bi) : ATT_BIG;
-  if (p.fuse_new) dec1_new<DP>(p, bi, kh, s0 + tid, s1, nb0, kr, vr);
   if (tid == 0) {
     range[0] = ATT_BIG;
     range[1] = -1;
@@ -147,17 +97,9 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
     for (int e = 0; e < VEC; ++e) v[e] = (ACC)0;
     if (rows[r].valid) {
       const T *qrow = (const T *)p.q.ptr + rows[r].q_off;
-      if (p.fuse_new && p.rot.rot > 0) {
-        // GQA's rotated query, rounded to T as gqa_prep stores it.
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          if (c0 + e < p.d)
-            v[e] = (ACC)widen(rotary_at<T, ACC>(p.rot, qrow, p.q.sc, bi, rows[r].i, c0 + e));
-      } else {
-        const T *qb = p.q.bias != nullptr ? (const T *)p.q.bias + (i64)rows[r].h * p.q.bias_h
-                                          : nullptr;
-        load_chunk<ACC, VEC>(p.q, qrow, qb, c0, p.d, v);
-      }
+      const T *qb = p.q.bias != nullptr ? (const T *)p.q.bias + (i64)rows[r].h * p.q.bias_h
+                                        : nullptr;
+      load_chunk<ACC, VEC>(p.q, qrow, qb, c0, p.d, v);
     }
 #pragma unroll
     for (int e = 0; e < VEC; ++e) sQ[r][c0 + e] = v[e];
@@ -177,13 +119,8 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
   for (int r = 0; r < DEC_ROWS; ++r) o[r][0] = o[r][1] = (ACC)0;
   const ACC scale = (ACC)p.scale;
   for (int k0 = s0; k0 < s1; k0 += DEC1_NT) {
-    // Uniform: no key of this pass is seen (unless it holds new keys this block writes).
-    const bool writes = p.fuse_new && blockIdx.x == 0 && nb0 < k0 + DEC1_NT && k0 < nb0 + p.sq;
-    if ((k0 + DEC1_NT <= lo || k0 > hi) && !writes) continue;
-    if (k0 != s0) {
-      dec1_load<DP>(p, bi, kh, k0 + tid, s1, kr, vr);
-      if (p.fuse_new) dec1_new<DP>(p, bi, kh, k0 + tid, s1, nb0, kr, vr);
-    }
+    if (k0 + DEC1_NT <= lo || k0 > hi) continue; // uniform: no key of this pass is seen
+    if (k0 != s0) dec1_load<DP>(p, bi, kh, k0 + tid, s1, kr, vr);
     const int j = k0 + tid;
     __syncthreads(); // the previous pass's P V is done with sV and sP (and sQ is written)
 #pragma unroll

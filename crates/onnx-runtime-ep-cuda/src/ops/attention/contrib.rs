@@ -409,7 +409,6 @@ impl Kernel for MhaKernel {
             contrib_causal: self.causal,
             seqlens: None,
             sink: Sink::None,
-            new_rows: None,
         };
         let dims = |width| (plan.b, n, plan.p, plan.l, width);
         if outputs.len() > 1 {
@@ -659,7 +658,6 @@ impl Kernel for MsAttentionKernel {
             contrib_causal: self.causal,
             seqlens: None,
             sink: Sink::None,
-            new_rows: None,
         };
         self.sdpa.run(base, &problem)
     }

@@ -13,7 +13,7 @@
 
 use super::rotary::{gqa_prep_functions, rows_view, CacheView, GqaPrepParams, RotaryParams};
 use super::sdpa::{
-    i32_of, mask_strides, width_of, Mask, NewRows, Problem, Scratch, Sdpa, SeqLens, Sink, View4,
+    i32_of, mask_strides, width_of, Mask, Problem, Scratch, Sdpa, SeqLens, Sink, View4,
 };
 use crate::ops::common::*;
 use crate::ops::Registry;
@@ -311,21 +311,6 @@ impl GqaKernel {
         Ok(p)
     }
 
-    /// Whether the present caches `out` are the past buffers (the session wrote present into
-    /// the past's memory, a shared max-length buffer): the kept rows are already there, so
-    /// only the new rows are written and a step moves no cache bytes. Rows past the new ones
-    /// keep what they held; no attention reads them (each batch reads its seqlens_k + 1 keys).
-    fn in_place(&self, plan: &Plan, inputs: &[TensorView<'_>], out: (View4, View4)) -> bool {
-        let past = |i: usize| match (plan.pbuf, self.base.input(inputs, i)) {
-            (1.., Some(t)) => Some(View4::bhsd(ptr_of(t), t.strides)),
-            _ => None,
-        };
-        let same = |p: Option<View4>, o: View4| {
-            p.is_some_and(|p| p.ptr == o.ptr && p.strides == o.strides)
-        };
-        plan.pbuf == plan.tp && same(past(3), out.0) && same(past(4), out.1)
-    }
-
     /// One launch: the rotated queries (`rot`, when the node rotates) and both present caches
     /// from the past buffers and the new keys (rotated) and values `cur`.
     fn prepare(
@@ -353,7 +338,15 @@ impl GqaKernel {
             _ => CacheView::default(),
         };
         let (past_k, past_v) = (past(3), past(4));
-        let in_place = self.in_place(plan, inputs, out);
+        // A shared past/present buffer bound in place (the session wrote present into the
+        // past's memory): the kept rows are already there, so only the new rows are written
+        // and a step moves no cache bytes. Rows past the new ones keep what they held; no
+        // attention reads them (each batch reads its seqlens_k + 1 keys).
+        let in_place = plan.pbuf == tp
+            && past_k.ptr == out.0.ptr
+            && past_v.ptr == out.1.ptr
+            && past_k.strides == out.0.strides
+            && past_v.strides == out.1.strides;
         let rows = if in_place { plan.s } else { tp };
         let npres = b * self.kv_heads * rows * d;
         if rot.n == 0 && npres == 0 {
@@ -444,6 +437,16 @@ impl Kernel for GqaKernel {
                 View4::bsh(ptr_of(v), v.strides, d),
             )
         };
+        let yq = match plan.rot {
+            Some(_) => self
+                .q_rot
+                .get(base, (b * s * n * d * w).max(1), "rotated queries")?,
+            None => 0,
+        };
+        let rot = self.rotary_params(&plan, inputs, qv, n, yq)?;
+        if plan.rot.is_some() {
+            qv = View4::new(yq, [(s * n * d) as i64, d as i64, (n * d) as i64, 1]);
+        }
         let seqlens_view = base.req(inputs, 5)?;
         let seqlens = SeqLens {
             ptr: ptr_of(seqlens_view),
@@ -462,6 +465,7 @@ impl Kernel for GqaKernel {
         };
         let pk_out = present_view(1, &self.present_k)?;
         let pv_out = present_view(2, &self.present_v)?;
+        self.prepare(&plan, inputs, rot, (kv, vv), (pk_out, pv_out))?;
         let mask = match base.input(inputs, 10) {
             Some(ab) => Some(attention_bias_mask(base, ab, (b, n, s, plan.keys))?),
             None => None,
@@ -472,7 +476,7 @@ impl Kernel for GqaKernel {
             None => Sink::None,
         };
         let out = &outputs[0];
-        let mut problem = Problem {
+        let problem = Problem {
             dtype: plan.dtype,
             b,
             hq: n,
@@ -502,34 +506,7 @@ impl Kernel for GqaKernel {
             contrib_causal: false,
             seqlens: Some(seqlens),
             sink,
-            new_rows: None,
         };
-        // A decode step into the shared buffer: the one-pass attention kernel rotates the
-        // queries and new keys and writes the new rows itself (one launch, no gqa_prep).
-        if self.in_place(&plan, inputs, (pk_out, pv_out)) {
-            problem.new_rows = Some(NewRows {
-                k: kv,
-                v: vv,
-                rot: self.rotary_params(&plan, inputs, qv, n, 0)?,
-                cache_rows: tp,
-            });
-            if self.sdpa.fuses_new_rows(base, &problem)? {
-                return self.sdpa.run(base, &problem);
-            }
-            problem.new_rows = None;
-        }
-        let yq = match plan.rot {
-            Some(_) => self
-                .q_rot
-                .get(base, (b * s * n * d * w).max(1), "rotated queries")?,
-            None => 0,
-        };
-        let rot = self.rotary_params(&plan, inputs, qv, n, yq)?;
-        if plan.rot.is_some() {
-            qv = View4::new(yq, [(s * n * d) as i64, d as i64, (n * d) as i64, 1]);
-        }
-        self.prepare(&plan, inputs, rot, (kv, vv), (pk_out, pv_out))?;
-        problem.q = qv;
         self.sdpa.run(base, &problem)
     }
 

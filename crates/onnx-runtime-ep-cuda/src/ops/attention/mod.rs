@@ -12,9 +12,7 @@
 //! Kernels: `kernels/attention_common.cuh` (parameters, row setup, score pipeline, loaders),
 //! `kernels/attention_fwd.cu` (CUDA-core kernel, split combine, score output, past/present
 //! concat, input projection), `kernels/attention_mma.cu` (tensor-core kernel) and
-//! `kernels/rotary.cu` (its parameters and per-feature rotation in `kernels/rotary_common.cuh`,
-//! which the attention modules include too: the one-pass decode kernel rotates GQA's queries
-//! and new keys itself). One module per dtype, compiled when a node's kernel is built.
+//! `kernels/rotary.cu`. One module per dtype, compiled when a node's kernel is built.
 
 mod contrib;
 mod gqa;
@@ -61,20 +59,13 @@ pub(crate) const MMA_VARIANTS: [(usize, usize); 6] =
 pub(crate) const MAX_HEAD: usize = 256;
 
 const FWD: &str = concat!(
-    include_str!("../../kernels/rotary_common.cuh"),
     include_str!("../../kernels/attention_common.cuh"),
     include_str!("../../kernels/attention_fwd.cu"),
     include_str!("../../kernels/attention_dec.cu")
 );
 const MMA: &str = concat!(
-    include_str!("../../kernels/rotary_common.cuh"),
     include_str!("../../kernels/attention_common.cuh"),
     include_str!("../../kernels/attention_mma.cu")
-);
-
-const ROTARY: &str = concat!(
-    include_str!("../../kernels/rotary_common.cuh"),
-    include_str!("../../kernels/rotary.cu")
 );
 
 fn entry(dtype: DataType) -> Option<(&'static str, &'static str, &'static str)> {
@@ -134,7 +125,7 @@ pub(crate) fn mma_module(dtype: DataType) -> Option<ModuleSpec> {
 
 /// The rotary embedding kernels (every float dtype).
 pub(crate) fn rotary_module() -> ModuleSpec {
-    ModuleSpec::new("rotary", ROTARY).with_half()
+    ModuleSpec::new("rotary", include_str!("../../kernels/rotary.cu")).with_half()
 }
 
 /// The NVRTC modules this family compiles (all variants, for the compile test).

@@ -310,7 +310,6 @@ impl Kernel for AttentionKernel {
             contrib_causal: false,
             seqlens: None,
             sink: Sink::None,
-            new_rows: None,
         };
         let dims = |width| (plan.b, plan.hkv, plan.past, plan.skv, width);
         if outputs.len() > 1 {

@@ -18,10 +18,10 @@ use onnx_runtime_ir::DataType;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Mirrors `RotaryParams` in rotary_common.cuh.
+/// Mirrors `RotaryParams` in rotary.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RotaryParams {
+pub(super) struct RotaryParams {
     pub(super) x: CuPtr,
     pub(super) y: CuPtr,
     pub(super) cos: CuPtr,

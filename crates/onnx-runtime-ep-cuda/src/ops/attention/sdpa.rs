@@ -13,7 +13,6 @@
 //! that about two blocks per multiprocessor run; each split writes unnormalized partials
 //! (O, row max, row sum) to a workspace the kernel keeps, and `attn_combine` merges them.
 
-use super::rotary::RotaryParams;
 use super::{fwd_module, mma_module, needs_simt, simt_variants, FLOATS, MAX_HEAD, MMA_VARIANTS};
 use crate::ops::common::{arg, Base};
 use crate::runtime::{CuPtr, Function};
@@ -103,12 +102,6 @@ pub struct AttnParams {
     pub sink_code: i32,
     /// attn_dec1: query rows a block.
     pub dec_rows: i32,
-    /// attn_dec1's fuse_new: see [`NewRows`].
-    pub rot: RotaryParams,
-    pub nk: AttnSrc,
-    pub nv: AttnSrc,
-    pub fuse_new: i32,
-    pub cache_rows: i32,
 }
 
 /// Mirrors `ScoresOut` in attention_fwd.cu.
@@ -338,22 +331,6 @@ pub struct Problem {
     pub contrib_causal: bool,
     pub seqlens: Option<SeqLens>,
     pub sink: Sink,
-    /// GroupQueryAttention's new rows, when the attention kernel itself writes them.
-    pub new_rows: Option<NewRows>,
-}
-
-/// GroupQueryAttention's decode step with its present caches in the past buffers, fused into
-/// the one-pass decode kernel (instead of gqa_prep, then the attention): `k` / `v` of the
-/// problem are the caches, whose rows past_b .. past_b + sq (per batch, from seqlens_k) the
-/// kernel takes from these new rows, the keys rotated by `rot` (`rot.rot == 0`: no rotary),
-/// and writes into the caches (rows below `cache_rows`); the queries are rotated by `rot`
-/// too. Only [`Sdpa::fuses_new_rows`] problems take it.
-#[derive(Clone, Copy, Debug)]
-pub struct NewRows {
-    pub k: View4,
-    pub v: View4,
-    pub rot: RotaryParams,
-    pub cache_rows: usize,
 }
 
 impl Problem {
@@ -614,13 +591,6 @@ impl Sdpa {
         }
         a.plain =
             (p.softcap <= 0.0 && a.mask_kind == 0 && a.kpm_kind == 0 && !p.contrib_causal) as i32;
-        if let Some(nr) = &p.new_rows {
-            a.rot = nr.rot;
-            a.nk = nr.k.src(w);
-            a.nv = nr.v.src(w);
-            a.fuse_new = 1;
-            a.cache_rows = i32_of(base, nr.cache_rows, "cache rows")?;
-        }
         Ok(a)
     }
 
@@ -645,17 +615,9 @@ impl Sdpa {
             if let Some(func) = decode::one_pass(f, p, &a, need) {
                 return self.run_decode1(base, f, p, &mut a, func);
             }
-            if p.new_rows.is_none() {
-                if let Some(&(_, func)) = f.dec.iter().find(|(dp, _)| *dp >= need) {
-                    return self.run_decode(base, f, p, &mut a, func);
-                }
+            if let Some(&(_, func)) = f.dec.iter().find(|(dp, _)| *dp >= need) {
+                return self.run_decode(base, f, p, &mut a, func);
             }
-        }
-        if p.new_rows.is_some() {
-            return Err(base.err(
-                "internal error: new key / value rows given to an attention that is not the \
-                 one-pass decode kernel (ask Sdpa::fuses_new_rows first); please report it",
-            ));
         }
         // (function, rows per block, keys per tile, shared bytes)
         // A small problem runs on the SIMT kernels, which keep the probabilities in float32

@@ -38,41 +38,7 @@ fn dec1_smem(dp: usize, width: usize, acc_width: usize) -> usize {
     (DEC1_KEYS * dp * width + DEC_ROWS * DEC1_KEYS * acc_width).max(32768)
 }
 
-/// Whether GroupQueryAttention's new rows may go to the one-pass kernel
-/// (`ONNX_RUNTIME_CUDA_GQA_FUSE=0`: never, gqa_prep runs first).
-fn fuse_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("ONNX_RUNTIME_CUDA_GQA_FUSE").is_ok_and(|v| v.trim() == "0"))
-}
-
-/// The most row tiles of the one-pass kernel: `ONNX_RUNTIME_CUDA_DEC1_TILES=N` caps them (1:
-/// every row of a group in one block, for comparisons), else unbounded.
-fn max_tiles() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("ONNX_RUNTIME_CUDA_DEC1_TILES")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .filter(|&n: &usize| n > 0)
-            .unwrap_or(usize::MAX)
-    })
-}
-
 impl Sdpa {
-    /// Whether `p` (with [`NewRows`](super::NewRows) set) runs on the one-pass decode kernel,
-    /// which then writes the new rows itself.
-    pub fn fuses_new_rows(&self, base: &Base, p: &Problem) -> EpResult<bool> {
-        if !fuse_enabled() || p.new_rows.is_none() || p.hkv == 0 || p.past != 0 {
-            return Ok(false);
-        }
-        let f = self.fns(base, p.dtype)?;
-        if p.hq / p.hkv * p.sq > DEC_ROWS || p.b * p.hq * p.sq == 0 || p.dv == 0 {
-            return Ok(false);
-        }
-        let a = self.params(base, f, p)?;
-        Ok(one_pass(f, p, &a, p.d.max(p.dv).max(1)).is_some())
-    }
-
     /// The one-pass decode kernel: one block per (rows of the group, batch x kv head, split),
     /// a key per thread and pass; a split per 256 keys (one pass each) up to [`MAX_SPLITS`],
     /// merged by the last split of a block's rows to finish.
@@ -105,10 +71,7 @@ impl Sdpa {
         // (a block's time grows with its rows: each thread scores its key against every one).
         let rows = (p.hq / p.hkv * p.sq).max(1);
         let target = 2 * base.rt.sm_count() as usize;
-        let tiles = rows
-            .min(target.div_ceil(bh * splits))
-            .min(max_tiles())
-            .max(1);
+        let tiles = rows.min(target.div_ceil(bh * splits)).max(1);
         let rb = rows.div_ceil(tiles);
         let tiles = rows.div_ceil(rb);
         a.dec_rows = rb as i32;
