@@ -54,7 +54,7 @@ struct AttnParams {
   i32 left, right, contrib_causal, splits;   // left/right: -1 unbounded
   i32 chunk, vec_out, id, skip_filter;       // skip_filter: filter-masked keys may be skipped
   i32 plain, seqlens_code;                   // plain: no softcap, mask, key padding or chi
-  i32 first_prompt, has_sink, sink_code, dec_rows; // dec_rows: attn_dec1's rows a block
+  i32 first_prompt, has_sink, sink_code, _pad;
 };
 
 template <typename A> __device__ __forceinline__ A neg_inf();

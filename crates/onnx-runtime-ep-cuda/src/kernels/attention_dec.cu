@@ -15,14 +15,13 @@
 // dec1_smem_bytes (sm_80 and newer).
 
 #define DEC1_NT 256
-// The key groups' partial outputs at the end (over the staged V and the probabilities).
-#define DEC1_RED_BYTES 32768
 
 template <int DP> struct Dec1 {
   static constexpr int VEC = 16 / (int)sizeof(T);
   static constexpr int NV = DP / VEC; // 16-byte chunks of a row
   static constexpr int NPAIR = DP / 2;
-  static constexpr int KG = DEC1_NT / NPAIR; // key groups of P V
+  static constexpr int RG = DEC1_NT / NPAIR; // row groups of P V
+  static constexpr int RPT = DEC_ROWS / RG;  // rows per thread in P V
 };
 
 // The 16-byte chunk of key row `key` where chunk c of its NV chunks is stored.
@@ -50,14 +49,12 @@ __device__ __forceinline__ void dec1_load(const AttnParams &p, int bi, int kh, i
 
 template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p) {
   using D = Dec1<DP>;
-  constexpr int VEC = D::VEC, NV = D::NV, NPAIR = D::NPAIR, KG = D::KG;
+  constexpr int VEC = D::VEC, NV = D::NV, NPAIR = D::NPAIR, RG = D::RG, RPT = D::RPT;
   constexpr int NW = DEC1_NT / 32;
-  static_assert(NV * VEC == DP && NV <= 16 && KG * NPAIR == DEC1_NT, "dec1 shape");
-  static_assert(KG * DEC_ROWS * DP * 4 <= DEC1_RED_BYTES, "dec1 reduction buffer");
+  static_assert(NV * VEC == DP && NV <= 16 && RG * NPAIR == DEC1_NT, "dec1 shape");
   extern __shared__ __align__(16) unsigned char dec1_smem[];
   uint4 *sV = reinterpret_cast<uint4 *>(dec1_smem);               // [DEC1_NT][NV]
   ACC *sP = reinterpret_cast<ACC *>(sV + DEC1_NT * NV);           // [DEC_ROWS][DEC1_NT]
-  float *sO = reinterpret_cast<float *>(dec1_smem);               // [KG][DEC_ROWS][DP], last
   __shared__ __align__(16) ACC sQ[DEC_ROWS][DP];
   __shared__ ACC red[NW][DEC_ROWS];
   __shared__ ACC sM[DEC_ROWS], sL[DEC_ROWS], sA[DEC_ROWS];
@@ -65,9 +62,6 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
   __shared__ int range[2];
   const int bi = blockIdx.y / p.hkv, kh = blockIdx.y % p.hkv;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  // This block's query rows of the group: p.dec_rows of them from row0.
-  const int row0 = blockIdx.x * p.dec_rows;
-  const int nrows = max(0, min(p.dec_rows, p.group * p.sq - row0));
   int s0 = 0, s1 = p.t;
   if (p.splits > 1) {
     s0 = blockIdx.z * p.chunk;
@@ -76,21 +70,9 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
   // The first pass's rows go out before the row setup (every key j < t can be read).
   uint4 kr[NV], vr[NV];
   dec1_load<DP>(p, bi, kh, s0 + tid, s1, kr, vr);
-  if (tid == 0) {
-    range[0] = ATT_BIG;
-    range[1] = -1;
-  }
-  __syncthreads();
-  if (tid < DEC_ROWS) {
-    RowInfo info = row_info(p, bi, kh, tid < nrows ? row0 + tid : ATT_BIG);
-    rows[tid] = info;
-    if (info.valid && info.lo <= info.rhi) {
-      atomicMin(&range[0], info.lo);
-      atomicMax(&range[1], info.rhi);
-    }
-  }
-  __syncthreads();
-  for (int idx = tid; idx < nrows * NV; idx += DEC1_NT) {
+  setup_rows<DEC_ROWS>(p, bi, kh, rows, range);
+  const int nrows = min(p.group * p.sq, DEC_ROWS);
+  for (int idx = tid; idx < DEC_ROWS * NV; idx += DEC1_NT) {
     const int r = idx / NV, c0 = (idx - r * NV) * VEC;
     ACC v[VEC];
 #pragma unroll
@@ -111,12 +93,10 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
     sL[tid] = sink ? (ACC)1 : (ACC)0;
   }
   const int lo = max(s0, range[0]), hi = min(s1 - 1, range[1]);
-  const int pair = tid % NPAIR, kg = tid / NPAIR, f0 = 2 * pair;
-  const int pc = f0 / VEC, pe = f0 - pc * VEC; // the pair's chunk and place in it
-  // P V: this thread's two features of every row, over keys kg, kg + KG, ...
-  ACC o[DEC_ROWS][2];
+  const int pair = tid % NPAIR, rg = tid / NPAIR, f0 = 2 * pair;
+  ACC o[RPT][2];
 #pragma unroll
-  for (int r = 0; r < DEC_ROWS; ++r) o[r][0] = o[r][1] = (ACC)0;
+  for (int i = 0; i < RPT; ++i) o[i][0] = o[i][1] = (ACC)0;
   const ACC scale = (ACC)p.scale;
   for (int k0 = s0; k0 < s1; k0 += DEC1_NT) {
     if (k0 + DEC1_NT <= lo || k0 > hi) continue; // uniform: no key of this pass is seen
@@ -184,52 +164,39 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
       for (int w = 0; w < NW; ++w) sum += red[w][tid];
       sL[tid] = sL[tid] * sA[tid] + sum;
     }
+    // P V over this pass's keys (rows past nrows compute values nobody writes).
     const int nk = min(DEC1_NT, s1 - k0);
 #pragma unroll
-    for (int r = 0; r < DEC_ROWS; ++r) {
-      if (r >= nrows) break;
-      const ACC a = sA[r];
-      o[r][0] *= a;
-      o[r][1] *= a;
+    for (int i = 0; i < RPT; ++i) {
+      const int r = rg + RG * i;
+      const ACC a = r < nrows ? sA[r] : (ACC)0;
+      o[i][0] *= a;
+      o[i][1] *= a;
     }
-    for (int jj = kg; jj < nk; jj += KG) {
+    const int pc = f0 / VEC, pe = f0 - pc * VEC; // the pair's chunk and place in it
+#pragma unroll 4
+    for (int jj = 0; jj < nk; ++jj) {
       const T *vrow = reinterpret_cast<const T *>(sV + jj * NV + dec1_chunk<NV>(jj, pc));
       const ACC va = (ACC)widen(vrow[pe]), vb = (ACC)widen(vrow[pe + 1]);
 #pragma unroll
-      for (int r = 0; r < DEC_ROWS; ++r) {
-        if (r >= nrows) break;
-        const ACC pr = sP[r * DEC1_NT + jj];
-        o[r][0] += pr * va;
-        o[r][1] += pr * vb;
+      for (int i = 0; i < RPT; ++i) {
+        const int r = rg + RG * i;
+        const ACC pr = r < nrows ? sP[r * DEC1_NT + jj] : (ACC)0;
+        o[i][0] += pr * va;
+        o[i][1] += pr * vb;
       }
     }
   }
-  // The key groups' sums of each (row, feature), through shared memory (over sV and sP).
   __syncthreads();
 #pragma unroll
-  for (int r = 0; r < DEC_ROWS; ++r) {
-    if (r >= nrows) break;
-    float2 v;
-    v.x = (float)o[r][0];
-    v.y = (float)o[r][1];
-    *reinterpret_cast<float2 *>(&sO[(kg * DEC_ROWS + r) * DP + f0]) = v;
-  }
-  __syncthreads();
-  for (int idx = tid; idx < nrows * NPAIR; idx += DEC1_NT) {
-    const int r = idx / NPAIR, g0 = 2 * (idx - r * NPAIR);
-    if (!rows[r].valid) continue;
-    ACC ox = (ACC)0, oy = (ACC)0;
-#pragma unroll
-    for (int g = 0; g < KG; ++g) {
-      const float2 v = *reinterpret_cast<const float2 *>(&sO[(g * DEC_ROWS + r) * DP + g0]);
-      ox += (ACC)v.x;
-      oy += (ACC)v.y;
-    }
+  for (int i = 0; i < RPT; ++i) {
+    const int r = rg + RG * i;
+    if (r >= nrows || !rows[r].valid) continue;
     if (p.splits > 1) {
       ACC *po = part_o(p, blockIdx.z, rows[r].gidx);
-      if (g0 < p.dv) po[g0] = ox;
-      if (g0 + 1 < p.dv) po[g0 + 1] = oy;
-      if (g0 == 0) {
+      if (f0 < p.dv) po[f0] = o[i][0];
+      if (f0 + 1 < p.dv) po[f0 + 1] = o[i][1];
+      if (pair == 0) {
         ACC *ml = part_ml(p, blockIdx.z, rows[r].gidx);
         ml[0] = sM[r];
         ml[1] = sL[r];
@@ -237,8 +204,8 @@ template <int DP> __device__ __forceinline__ void attn_dec1(const AttnParams &p)
     } else {
       const ACC inv = sL[r] > (ACC)0 ? (ACC)1 / sL[r] : (ACC)0;
       T *orow = (T *)p.out + rows[r].o_off;
-      if (g0 < p.dv) orow[(i64)g0 * p.oc] = Narrow<T>::from(ox * inv);
-      if (g0 + 1 < p.dv) orow[(i64)(g0 + 1) * p.oc] = Narrow<T>::from(oy * inv);
+      if (f0 < p.dv) orow[(i64)f0 * p.oc] = Narrow<T>::from(o[i][0] * inv);
+      if (f0 + 1 < p.dv) orow[(i64)(f0 + 1) * p.oc] = Narrow<T>::from(o[i][1] * inv);
     }
   }
   if (p.splits > 1 && p.count != nullptr) split_finish(p, rows, nrows);

@@ -100,8 +100,7 @@ pub struct AttnParams {
     pub first_prompt: i32,
     pub has_sink: i32,
     pub sink_code: i32,
-    /// attn_dec1: query rows a block.
-    pub dec_rows: i32,
+    pub _pad: i32,
 }
 
 /// Mirrors `ScoresOut` in attention_fwd.cu.

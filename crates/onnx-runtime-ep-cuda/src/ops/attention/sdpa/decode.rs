@@ -33,15 +33,14 @@ pub(super) fn one_pass(f: &Fns, p: &Problem, a: &AttnParams, need: usize) -> Opt
 }
 
 /// The one-pass kernel's dynamic shared memory: the staged V rows and the probabilities.
-/// At least DEC1_RED_BYTES (the key groups' partial outputs at the end).
 fn dec1_smem(dp: usize, width: usize, acc_width: usize) -> usize {
-    (DEC1_KEYS * dp * width + DEC_ROWS * DEC1_KEYS * acc_width).max(32768)
+    DEC1_KEYS * dp * width + DEC_ROWS * DEC1_KEYS * acc_width
 }
 
 impl Sdpa {
-    /// The one-pass decode kernel: one block per (rows of the group, batch x kv head, split),
-    /// a key per thread and pass; a split per 256 keys (one pass each) up to [`MAX_SPLITS`],
-    /// merged by the last split of a block's rows to finish.
+    /// The one-pass decode kernel: one block per (batch x kv head, split), a key per thread
+    /// and pass; a split per 256 keys (one pass each) up to [`MAX_SPLITS`], merged by the
+    /// last split to finish.
     pub(super) fn run_decode1(
         &self,
         base: &Base,
@@ -67,20 +66,10 @@ impl Sdpa {
         let mut splits = t.div_ceil(DEC1_KEYS).clamp(1, MAX_SPLITS);
         let chunk = t.div_ceil(splits);
         splits = t.div_ceil(chunk);
-        // The group's query rows over blocks, so that about two blocks a multiprocessor run
-        // (a block's time grows with its rows: each thread scores its key against every one).
-        let rows = (p.hq / p.hkv * p.sq).max(1);
-        let target = 2 * base.rt.sm_count() as usize;
-        let tiles = rows.min(target.div_ceil(bh * splits)).max(1);
-        let rb = rows.div_ceil(tiles);
-        let tiles = rows.div_ceil(rb);
-        a.dec_rows = rb as i32;
         if splits > 1 {
             a.chunk = i32_of(base, chunk, "split chunk")?;
             self.split_partials(base, f, p, a, splits)?;
-            a.count = self
-                .counters
-                .get_zeroed(base, 4 * bh * tiles, "split counters")?;
+            a.count = self.counters.get_zeroed(base, 4 * bh, "split counters")?;
         }
         let smem = dec1_smem(dp, f.width, f.acc_width);
         let mut args = [arg(&mut *a)];
@@ -90,7 +79,7 @@ impl Sdpa {
         unsafe {
             base.rt.launch_cfg(
                 func,
-                (tiles as u32, bh as u32, splits as u32),
+                (1, bh as u32, splits as u32),
                 (DEC1_KEYS as u32, 1, 1),
                 smem as u32,
                 &mut args,
