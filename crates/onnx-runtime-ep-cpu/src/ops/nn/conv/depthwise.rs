@@ -111,9 +111,9 @@ impl<T: Real> SimdWork for Planes<'_, T> {
                 // the geometry describes and `o` holds the oh x ow output plane.
                 unsafe {
                     let f = if stride == 1 {
-                        depthwise_kernel::plane3x3_s1
+                        depthwise_kernel::plane3x3_s1::<depthwise_kernel::Sum>
                     } else {
-                        depthwise_kernel::plane3x3_s2
+                        depthwise_kernel::plane3x3_s2::<depthwise_kernel::Sum>
                     };
                     f(
                         &geom,

@@ -1,20 +1,29 @@
-//! 2-D f32 MaxPool with column stride 1 or 2 (the CNN pools: 3x3 or 2x2 stride 2 to
-//! downsample, 3x3 stride 1 in inception blocks) on AVX2. The generic path lays each folded
-//! row out in stride phases, a scalar gather, and its in-place max compiles to masked stores;
-//! here the kernel rows fold with explicit max-and-store into a padded row buffer, and each
-//! kernel column reads 8 values (stride 1) or reads 16 and keeps the even ones (stride 2: a
-//! shuffle and a lane permute), so 8 outputs take `kw` loads and maxes.
+//! 2-D f32 pools on SIMD:
+//! - 3x3 windows of stride 1 or 2 (Inception's stride-1 branch pools, the 3x3 stride-2
+//!   downsampling) on AVX-512F through the depthwise plane kernels: max ([`max3x3_f32`]) or
+//!   average ([`avg3x3_f32`]) straight from the input plane, masked loads for the padding;
+//! - other MaxPool windows with column stride 1 or 2 on AVX2 ([`max2d_f32`]): the kernel rows
+//!   fold with explicit max-and-store into a padded row buffer, and each kernel column reads 8
+//!   values (stride 1) or reads 16 and keeps the even ones (stride 2: a shuffle and a lane
+//!   permute), so 8 outputs take `kw` loads and maxes (the generic path lays each folded row
+//!   out in stride phases, a scalar gather).
 
-use crate::ops::nn::conv::depthwise_kernel;
+use crate::ops::nn::conv::depthwise_kernel::{self, Fold, Max, Sum};
 use crate::ops::nn::pool::pool2d::{planes_vec, tap_counts};
-use crate::ops::nn::scratch::{with_scratch, PhaseRows};
+use crate::ops::nn::scratch::{scratch, PhaseRows};
 use crate::ops::nn::window::Window;
 use std::mem::MaybeUninit;
 
 /// The max pool of `x` (`planes` planes) over `w` when the fast path applies: f32, column
 /// stride 1 or 2, no column dilation, and a CPU with AVX2. `w` must satisfy
-/// [`crate::ops::nn::pool::pool2d::fits`].
+/// [`crate::ops::nn::pool::pool2d::fits`]. 3x3 windows of equal strides take
+/// [`max3x3_f32`] where the CPU has AVX-512F.
 pub fn max2d_f32(x: &[f32], planes: usize, w: &Window) -> Option<Vec<f32>> {
+    max3x3_f32(x, planes, w).or_else(|| max2d_avx2_f32(x, planes, w))
+}
+
+/// [`max2d_f32`] on AVX2 (any kernel).
+fn max2d_avx2_f32(x: &[f32], planes: usize, w: &Window) -> Option<Vec<f32>> {
     #[cfg(target_arch = "x86_64")]
     {
         let sw = w.strides[1];
@@ -51,14 +60,7 @@ pub fn max2d_f32(x: &[f32], planes: usize, w: &Window) -> Option<Vec<f32>> {
 /// as `include_pad` says). `w` must satisfy [`crate::ops::nn::pool::pool2d::fits`]; None
 /// where this path does not apply.
 pub fn avg3x3_f32(x: &[f32], planes: usize, w: &Window, include_pad: bool) -> Option<Vec<f32>> {
-    let s = w.strides[0];
-    if w.input.len() != 2
-        || w.kernel != [3, 3]
-        || w.strides[1] != s
-        || !(s == 1 || s == 2)
-        || w.dilations.iter().any(|&d| d != 1)
-        || !depthwise_kernel::available()
-    {
+    if !plane3x3_fits(w) {
         return None;
     }
     let count = |d: usize| -> Vec<f32> {
@@ -67,7 +69,37 @@ pub fn avg3x3_f32(x: &[f32], planes: usize, w: &Window, include_pad: bool) -> Op
             .map(|(valid, padded)| (if include_pad { padded } else { valid }) as f32)
             .collect()
     };
-    let (cy, cx) = (count(0), count(1));
+    Some(pool3x3::<Sum>(x, planes, w, Some((&count(0), &count(1)))))
+}
+
+/// The f32 max pool of `x` over a 3x3 window of stride 1 or 2 (both axes), dilation 1, on
+/// AVX-512F: the depthwise plane kernels folding maxima straight from the input plane (the
+/// padding reads -inf through the lane masks). NaN inputs are skipped, as in the other f32
+/// max pools. `w` as [`avg3x3_f32`] requires; None where this path does not apply.
+pub fn max3x3_f32(x: &[f32], planes: usize, w: &Window) -> Option<Vec<f32>> {
+    plane3x3_fits(w).then(|| pool3x3::<Max>(x, planes, w, None))
+}
+
+/// Whether [`pool3x3`] takes the window: 2-D 3x3, equal strides of 1 or 2, dilation 1, and a
+/// CPU with AVX-512F.
+fn plane3x3_fits(w: &Window) -> bool {
+    let s = w.strides[0];
+    w.input.len() == 2
+        && w.kernel == [3, 3]
+        && w.strides[1] == s
+        && (s == 1 || s == 2)
+        && w.dilations.iter().all(|&d| d == 1)
+        && depthwise_kernel::available()
+}
+
+/// Every plane of `x` through the 3x3 plane kernel of the window's stride, folded with `F`
+/// (unit weights; `div` the row and column tap counts a sum is divided by).
+fn pool3x3<F: Fold>(
+    x: &[f32],
+    planes: usize,
+    w: &Window,
+    div: Option<(&[f32], &[f32])>,
+) -> Vec<f32> {
     let (ih, iw, oh, ow) = (w.input[0], w.input[1], w.output[0], w.output[1]);
     let geom = depthwise_kernel::Plane3x3 {
         ih,
@@ -77,15 +109,15 @@ pub fn avg3x3_f32(x: &[f32], planes: usize, w: &Window, include_pad: bool) -> Op
         pl: w.pad_begin[1],
     };
     let plane = oh * ow;
-    Some(planes_vec(planes, plane, plane * 9, |first, out| {
+    let f = if w.strides[0] == 1 {
+        depthwise_kernel::plane3x3_s1::<F>
+    } else {
+        depthwise_kernel::plane3x3_s2::<F>
+    };
+    planes_vec(planes, plane, plane * 9, |first, out| {
         for (j, o) in out.chunks_mut(plane).enumerate() {
             let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
-            let f = if s == 1 {
-                depthwise_kernel::plane3x3_s1
-            } else {
-                depthwise_kernel::plane3x3_s2
-            };
-            // SAFETY: the CPU has AVX-512F (checked above); `xp` is the ih x iw plane the
+            // SAFETY: the CPU has AVX-512F (plane3x3_fits); `xp` is the ih x iw plane the
             // geometry describes and `o` the oh x ow output plane, written whole.
             unsafe {
                 f(
@@ -95,11 +127,11 @@ pub fn avg3x3_f32(x: &[f32], planes: usize, w: &Window, include_pad: bool) -> Op
                     0.0,
                     oh,
                     o.as_mut_ptr().cast(),
-                    Some((&cy, &cx)),
-                );
-            }
+                    div,
+                )
+            };
         }
-    }))
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -186,58 +218,59 @@ mod avx2 {
         // blocks (below S * ow8 + kw + 8 * S) stays inside.
         let ow8 = ow.div_ceil(8) * 8;
         let plen = (S * ow8 + kw + 8 * S).max(pl + iw);
-        with_scratch(plen, |prow: &mut [f32]| {
-            // The padding stays -inf: only columns pl..pl+iw are ever written.
-            prow.fill(f32::NEG_INFINITY);
-            for (j, o) in out.chunks_mut(plane).enumerate() {
-                let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
-                for oy in 0..oh {
-                    let orow = &mut o[oy * ow..(oy + 1) * ow];
-                    let dst = &mut prow[pl..pl + iw];
-                    let mut have = false;
-                    for ky in 0..g.kh {
-                        if let Some(r) = g.input_row(oy, ky) {
-                            let src = &xp[r * iw..(r + 1) * iw];
-                            if have {
-                                fold_max(dst, src);
-                            } else {
-                                dst.copy_from_slice(src);
-                                have = true;
-                            }
-                        }
-                    }
-                    if !have {
-                        dst.fill(f32::NEG_INFINITY);
-                    }
-                    let base = prow.as_ptr();
-                    let mut o8 = 0;
-                    while o8 < ow {
-                        // SAFETY: reads end below S * o8 + kw + 8 * S <= plen.
-                        let m = unsafe {
-                            let p = base.add(S * o8);
-                            let mut m = taps::<S>(p);
-                            for kx in 1..kw {
-                                m = _mm256_max_ps(taps::<S>(p.add(kx)), m);
-                            }
-                            m
-                        };
-                        let dst = orow[o8..].as_mut_ptr() as *mut f32;
-                        if o8 + 8 <= ow {
-                            // SAFETY: 8 outputs of this row remain.
-                            unsafe { _mm256_storeu_ps(dst, m) };
+        // A guard, not a closure: the loops stay in this AVX2 function.
+        let mut prow = scratch::<f32>(plen);
+        let prow: &mut [f32] = &mut prow;
+        // The padding stays -inf: only columns pl..pl+iw are ever written.
+        prow.fill(f32::NEG_INFINITY);
+        for (j, o) in out.chunks_mut(plane).enumerate() {
+            let xp = &x[(first + j) * ih * iw..(first + j + 1) * ih * iw];
+            for oy in 0..oh {
+                let orow = &mut o[oy * ow..(oy + 1) * ow];
+                let dst = &mut prow[pl..pl + iw];
+                let mut have = false;
+                for ky in 0..g.kh {
+                    if let Some(r) = g.input_row(oy, ky) {
+                        let src = &xp[r * iw..(r + 1) * iw];
+                        if have {
+                            fold_max(dst, src);
                         } else {
-                            let mut t = [0f32; 8];
-                            // SAFETY: `t` holds 8 values; `ow - o8` of this row remain.
-                            unsafe {
-                                _mm256_storeu_ps(t.as_mut_ptr(), m);
-                                std::ptr::copy_nonoverlapping(t.as_ptr(), dst, ow - o8);
-                            }
+                            dst.copy_from_slice(src);
+                            have = true;
                         }
-                        o8 += 8;
                     }
                 }
+                if !have {
+                    dst.fill(f32::NEG_INFINITY);
+                }
+                let base = prow.as_ptr();
+                let mut o8 = 0;
+                while o8 < ow {
+                    // SAFETY: reads end below S * o8 + kw + 8 * S <= plen.
+                    let m = unsafe {
+                        let p = base.add(S * o8);
+                        let mut m = taps::<S>(p);
+                        for kx in 1..kw {
+                            m = _mm256_max_ps(taps::<S>(p.add(kx)), m);
+                        }
+                        m
+                    };
+                    let dst = orow[o8..].as_mut_ptr() as *mut f32;
+                    if o8 + 8 <= ow {
+                        // SAFETY: 8 outputs of this row remain.
+                        unsafe { _mm256_storeu_ps(dst, m) };
+                    } else {
+                        let mut t = [0f32; 8];
+                        // SAFETY: `t` holds 8 values; `ow - o8` of this row remain.
+                        unsafe {
+                            _mm256_storeu_ps(t.as_mut_ptr(), m);
+                            std::ptr::copy_nonoverlapping(t.as_ptr(), dst, ow - o8);
+                        }
+                    }
+                    o8 += 8;
+                }
             }
-        });
+        }
     }
 }
 
@@ -266,6 +299,12 @@ mod tests {
             ([28, 28], [3, 3], [1, 1], [1, 1, 1, 1], false, 6),
             ([9, 17], [2, 3], [2, 1], [0, 0, 1, 2], true, 3),
             ([3, 3], [3, 3], [1, 1], [0, 0, 0, 0], false, 2),
+            // Around the 16-lane strips of the AVX-512 3x3 kernels.
+            ([14, 14], [3, 3], [1, 1], [1, 1, 1, 1], false, 3),
+            ([9, 33], [3, 3], [1, 1], [0, 2, 1, 0], false, 2),
+            ([15, 31], [3, 3], [2, 2], [1, 1, 1, 1], true, 3),
+            ([6, 17], [3, 3], [2, 2], [0, 0, 0, 0], true, 2),
+            ([35, 35], [3, 3], [2, 2], [0, 0, 0, 0], false, 2),
         ];
         for &(input, kernel, strides, pads, ceil_mode, planes) in cases {
             let attrs = WindowAttrs {
@@ -284,10 +323,23 @@ mod tests {
                 .map(|&v| v as f32 as f64)
                 .collect();
             let xf: Vec<f32> = x.iter().map(|&v| v as f32).collect();
-            let got = max2d_f32(&xf, planes, &w).expect("fast path");
-            let got: Vec<f64> = got.iter().map(|&v| v as f64).collect();
             let want = reference(&x, planes, &w).0;
-            assert_eq!(got, want, "{input:?} {kernel:?} {pads:?}");
+            let paths = [
+                ("avx2", max2d_avx2_f32(&xf, planes, &w)),
+                ("avx512 3x3", max3x3_f32(&xf, planes, &w)),
+            ];
+            assert!(
+                paths[0].1.is_some(),
+                "{input:?} {kernel:?}: the AVX2 path declined"
+            );
+            for (path, got) in paths {
+                let Some(got) = got else { continue };
+                let got: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+                assert_eq!(
+                    got, want,
+                    "{path}: {input:?} {kernel:?} {strides:?} {pads:?}"
+                );
+            }
         }
     }
 
