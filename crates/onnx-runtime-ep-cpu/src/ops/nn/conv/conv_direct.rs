@@ -528,7 +528,6 @@ fn run(
     let per_unit_tasks = bl.parts_n * bl.parts_m;
     let outp = SharedMut(out.as_mut_ptr() as *mut f32);
     let fin = Finish::plan(ep);
-    let direct_out = planes.in_place && mg.is_multiple_of(mr);
     let task = |t: usize| {
         let (unit, rest) = (t / per_unit_tasks, t % per_unit_tasks);
         let (pn, pm) = (rest / bl.parts_m, rest % bl.parts_m);
@@ -545,16 +544,14 @@ fn run(
         } else {
             &buf[unit * planes.per_unit..][..planes.per_unit]
         };
-        // In place with whole panels, tiles run straight on the output rows (`nj` apart);
-        // otherwise on a scratch block, copied out row by row.
-        let scratch_len = if direct_out { 0 } else { panels * mr * ldc };
+        // In place, the whole panels' tiles run straight on the output rows (`nj` apart)
+        // and only a last partial panel on a scratch block; otherwise every panel runs on
+        // the scratch block, copied out row by row.
+        let full = if planes.in_place { rows / mr * mr } else { 0 };
+        let scratch_len = (panels - full / mr) * mr * ldc;
         with_scratch(scratch_len, |y: &mut [f32]| {
-            let (cbase, cld, ccol) = if direct_out {
-                let first = (b * g.m + gi * mg + m0) * nj;
-                (outp.get().wrapping_add(first), nj, j0)
-            } else {
-                (y.as_mut_ptr(), ldc, 0)
-            };
+            let first = (b * g.m + gi * mg + m0) * nj + j0;
+            let (out0, y0) = (outp.get().wrapping_add(first), y.as_mut_ptr());
             for c0 in (0..cg).step_by(cc) {
                 let (k0, kc) = (c0 * taps, cc.min(cg - c0) * taps);
                 let last = c0 + cc >= cg;
@@ -589,36 +586,37 @@ fn run(
                         } else {
                             Start::Load
                         };
-                        let c = cbase.wrapping_add(p * mr * cld + ccol + jt);
+                        let (c, cld) = if p * mr < full {
+                            (out0.wrapping_add(p * mr * nj + jt), nj)
+                        } else {
+                            (y0.wrapping_add((p * mr - full) * ldc + jt), ldc)
+                        };
                         // SAFETY: `a` holds kc * mr values; every B read is in `base` (above).
                         // C rows p*mr..p*mr+mr of `width` at column jt lie inside `y` (the
                         // last tile ends the row), or, straight on the output, are this task's
-                        // output channels (rows is a whole number of panels) and positions
+                        // output channels (the panel ends within `rows`) and positions
                         // (the tile stops at the block's end or, masked, at nj). `isa` runs
                         // here (detected or asserted).
                         unsafe { kernel::tile(isa, width, valid, a, b, o, c, cld, &start, post) };
                     }
                 }
             }
-            if direct_out {
-                for r in 0..rows {
-                    let off = (b * g.m + gi * mg + m0 + r) * nj + j0;
-                    // SAFETY: this task's output row segment, written by the tiles above.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(outp.get().add(off), ncols) };
-                    fin.rows.apply(dst);
-                    if let Some(z) = ep.z {
-                        dst.iter_mut()
-                            .zip(&z[off..off + ncols])
-                            .for_each(|(v, &zv)| *v += zv);
-                        ep.act.apply(dst);
-                    }
+            for r in 0..full {
+                let off = (b * g.m + gi * mg + m0 + r) * nj + j0;
+                // SAFETY: this task's output row segment, written by the tiles above.
+                let dst = unsafe { std::slice::from_raw_parts_mut(outp.get().add(off), ncols) };
+                fin.rows.apply(dst);
+                if let Some(z) = ep.z {
+                    dst.iter_mut()
+                        .zip(&z[off..off + ncols])
+                        .for_each(|(v, &zv)| *v += zv);
+                    ep.act.apply(dst);
                 }
-                return;
             }
-            for r in 0..rows {
+            for r in full..rows {
                 let ch = gi * mg + m0 + r;
                 let obase = (b * g.m + ch) * ho * wo;
-                let yrow = &mut y[r * ldc..][..ncols];
+                let yrow = &mut y[(r - full) * ldc..][..ncols];
                 fin.rows.apply(yrow);
                 let (mut j, end) = (j0, j0 + ncols);
                 while j < end {

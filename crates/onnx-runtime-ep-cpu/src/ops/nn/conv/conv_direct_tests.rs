@@ -242,8 +242,9 @@ fn pointwise_in_place_on_masked_tiles() {
         }
     }
     // Groups and batches: 6 channels per group (a scratch block), 8 and 16 per group (whole
-    // panels, stored straight to the output).
-    for (m, group) in [(18, 3), (16, 2), (32, 2)] {
+    // panels, stored straight to the output), 28 per group (three whole panels straight to
+    // the output, a partial one through the scratch block: ShuffleNet's group 4).
+    for (m, group) in [(18, 3), (16, 2), (32, 2), (112, 4)] {
         let mut c = Case::new(24, m, [6, 7], 1, 1, 0);
         c.group = group;
         c.n = 2;
