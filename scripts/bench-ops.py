@@ -181,6 +181,9 @@ CASES = {
     "r50_conv1x1_2048_512_7": lambda: conv(2048, 512, 7, 1),
     "r50_conv1x1_512_2048_7": lambda: conv(512, 2048, 7, 1, relu=False),
     "r50_conv1x1s2_256_512_56": lambda: conv(256, 512, 56, 1, s=2, relu=False),
+    # The last stage's downsampling to 7 x 7 (49 positions).
+    "r50_conv3x3s2_512_512_14": lambda: conv(512, 512, 14, 3, s=2),
+    "r50_conv1x1s2_1024_2048_14": lambda: conv(1024, 2048, 14, 1, s=2, relu=False),
     "matmul_16_384_1536": lambda: matmul(16, 384, 1536),
     "matmul_16_1536_384": lambda: matmul(16, 1536, 384),
     "gemm_20_1024_8210": lambda: gemm(20, 1024, 8210),

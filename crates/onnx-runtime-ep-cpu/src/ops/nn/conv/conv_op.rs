@@ -8,6 +8,8 @@ use crate::ops::nn::conv::conv_act::{Activation, Epilogue};
 use crate::ops::nn::conv::conv_direct::{self, DirectWeights};
 use crate::ops::nn::conv::conv_gemm::gemm_conv;
 use crate::ops::nn::conv::depthwise::depthwise2d;
+use crate::ops::nn::conv::small_maps::{self, SmallMapWeights};
+use crate::ops::nn::gemm::sgemm_wide;
 use crate::ops::nn::scratch::build_vec;
 use crate::ops::nn::window::{Window, WindowAttrs};
 use crate::{attrs, CpuRegistry, Tensor, Value};
@@ -91,16 +93,20 @@ pub fn conv_fused<T: Real>(g: &ConvGeom, x: &[T], w: &[T], ep: &Epilogue<T>) -> 
     }
 }
 
-/// The f32 convolution, run by the direct kernel where it applies (with `direct`, the
-/// weights packed at build, or packed now), else as [`conv_fused`].
+/// The f32 convolution: pointwise ones over small maps transposed ([`small_maps`]), else by the
+/// direct kernel where it applies (with `small` or `direct`, the weights packed at build,
+/// or packed now), else as [`conv_fused`].
 pub fn conv_fused_f32(
     g: &ConvGeom,
     x: &[f32],
     w: &[f32],
     direct: Option<&DirectWeights>,
+    small: Option<&SmallMapWeights>,
     ep: &Epilogue<f32>,
 ) -> Vec<f32> {
-    conv_direct::try_conv(g, x, w, direct, ep).unwrap_or_else(|| conv_fused(g, x, w, ep))
+    small_maps::try_conv(g, x, w, small, ep)
+        .or_else(|| conv_direct::try_conv(g, x, w, direct, ep))
+        .unwrap_or_else(|| conv_fused(g, x, w, ep))
 }
 
 /// Conv, and com.microsoft FusedConv: Conv's attributes plus `activation` (Relu, Tanh,
@@ -118,6 +124,8 @@ struct ConvKernel {
     packed_w: Option<Tensor>,
     /// Constant 2-D weights packed for the direct kernel.
     direct: Option<DirectWeights>,
+    /// Constant 1x1 weights of one group packed for [`small_maps`].
+    small: Option<SmallMapWeights>,
 }
 
 impl CpuKernel for ConvKernel {
@@ -179,7 +187,14 @@ impl CpuKernel for ConvKernel {
                 z: uz.as_ref().map(|z| z.data()),
                 act: self.act,
             };
-            let y = conv_fused_f32(&g, ux.data(), uw.data(), self.direct.as_ref(), &ep);
+            let y = conv_fused_f32(
+                &g,
+                ux.data(),
+                uw.data(),
+                self.direct.as_ref(),
+                self.small.as_ref(),
+                &ep,
+            );
             common::tensor_from_f32(dtype, g.out_shape(), y)
         };
         Ok(vec![Value::Tensor(out)])
@@ -230,6 +245,23 @@ fn make(
         }
         _ => None,
     };
+    let small = match ctx.constant(1) {
+        Some(Value::Tensor(t))
+            if group == 1
+                && sgemm_wide::available()
+                && matches!(
+                    t.dtype(),
+                    DataType::Float32 | DataType::Float16 | DataType::BFloat16
+                )
+                && t.shape().len() == 4
+                && t.shape()[2..] == [1, 1]
+                && t.numel() > 0 =>
+        {
+            let w = common::upcast(t);
+            Some(SmallMapWeights::pack(w.data(), t.shape()[0], t.shape()[1]))
+        }
+        _ => None,
+    };
     Ok(Box::new(ConvKernel {
         node: n.describe(),
         op,
@@ -242,6 +274,7 @@ fn make(
         },
         packed_w,
         direct,
+        small,
     }))
 }
 

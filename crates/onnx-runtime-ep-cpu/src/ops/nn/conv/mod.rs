@@ -13,6 +13,7 @@ pub(crate) mod conv_transpose_tiled;
 pub(crate) mod deform_conv;
 pub(crate) mod depthwise;
 pub(crate) mod depthwise_kernel;
+pub(crate) mod small_maps;
 
 pub fn register(r: &mut CpuRegistry) {
     conv_op::register(r);

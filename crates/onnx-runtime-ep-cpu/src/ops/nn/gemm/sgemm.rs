@@ -62,6 +62,21 @@ pub fn pack_b(b: &[f32], k: usize, n: usize, rs: usize, cs: usize, dst: &mut [f3
 /// Packs `lines` lines of depth `k` (element `(line l, depth p)` at `l * ls + p * ps`) into
 /// panels of width `w`: rows of A (`w` = the kernel's row count) or columns of B (`w` = NR).
 fn pack(src: &[f32], lines: usize, k: usize, ls: usize, ps: usize, w: usize, dst: &mut [f32]) {
+    pack_on(src, lines, k, ls, ps, w, dst, false)
+}
+
+/// [`pack`], its depth passes spread over the pool's threads with `parallel`.
+#[allow(clippy::too_many_arguments)]
+fn pack_on(
+    src: &[f32],
+    lines: usize,
+    k: usize,
+    ls: usize,
+    ps: usize,
+    w: usize,
+    dst: &mut [f32],
+    parallel: bool,
+) {
     let panels = lines.div_ceil(w);
     assert!(
         dst.len() >= packed_len(panels, k, w),
@@ -74,47 +89,92 @@ fn pack(src: &[f32], lines: usize, k: usize, ls: usize, ps: usize, w: usize, dst
         (lines - 1) * ls + (k - 1) * ps < src.len(),
         "pack: source too short"
     );
-    let mut p0 = 0;
-    while p0 < k {
-        let kc = KC.min(k - p0);
-        let pass = &mut dst[p0 * panels * w..(p0 + kc) * panels * w];
-        for (i, panel) in pass.chunks_exact_mut(kc * w).enumerate() {
-            let l0 = i * w;
-            let used = w.min(lines - l0);
-            if ps == 1 {
-                // Lines of at most 16 at a time (the kernels' widths), steps outer: each
-                // step writes a run of consecutive values, and the lines read stay streams.
-                for g0 in (0..used).step_by(16) {
-                    let cnt = (used - g0).min(16);
-                    let mut lines: [&[f32]; 16] = [&[]; 16];
-                    for (j, line) in lines[..cnt].iter_mut().enumerate() {
-                        *line = &src[(l0 + g0 + j) * ls + p0..][..kc];
-                    }
-                    for (p, dst) in panel.chunks_exact_mut(w).enumerate() {
-                        for (d, line) in dst[g0..].iter_mut().zip(&lines[..cnt]) {
-                            *d = line[p];
-                        }
-                    }
+    let all = &mut dst[..packed_len(panels, k, w)];
+    let pass = |(i, pass): (usize, &mut [f32])| {
+        let p0 = i * KC;
+        pack_pass(src, lines, ls, ps, w, p0, KC.min(k - p0), pass)
+    };
+    if parallel && k > KC {
+        use rayon::prelude::*;
+        all.par_chunks_mut(KC * panels * w)
+            .enumerate()
+            .for_each(pass);
+    } else {
+        all.chunks_mut(KC * panels * w).enumerate().for_each(pass);
+    }
+}
+
+/// The depth pass `p0..p0 + kc` of [`pack`] into `pass` (all its panels, `kc * w` each).
+fn pack_pass(
+    src: &[f32],
+    lines: usize,
+    ls: usize,
+    ps: usize,
+    w: usize,
+    p0: usize,
+    kc: usize,
+    pass: &mut [f32],
+) {
+    for (i, panel) in pass.chunks_exact_mut(kc * w).enumerate() {
+        let l0 = i * w;
+        let used = w.min(lines - l0);
+        if ps == 1 {
+            // Lines of at most 16 at a time (the kernels' widths), steps outer: each
+            // step writes a run of consecutive values, and the lines read stay streams.
+            for g0 in (0..used).step_by(16) {
+                let cnt = (used - g0).min(16);
+                let mut lines: [&[f32]; 16] = [&[]; 16];
+                for (j, line) in lines[..cnt].iter_mut().enumerate() {
+                    *line = &src[(l0 + g0 + j) * ls + p0..][..kc];
                 }
-            } else if ls == 1 {
-                for p in 0..kc {
-                    let s = &src[(p0 + p) * ps + l0..(p0 + p) * ps + l0 + used];
-                    panel[p * w..p * w + used].copy_from_slice(s);
-                }
-            } else {
-                for p in 0..kc {
-                    for l in 0..used {
-                        panel[p * w + l] = src[(l0 + l) * ls + (p0 + p) * ps];
+                for (p, dst) in panel.chunks_exact_mut(w).enumerate() {
+                    for (d, line) in dst[g0..].iter_mut().zip(&lines[..cnt]) {
+                        *d = line[p];
                     }
                 }
             }
-            if used < w {
-                for p in 0..kc {
-                    panel[p * w + used..(p + 1) * w].fill(0.0);
+        } else if ls == 1 && used == w && (w == 8 || w == 16) {
+            // Whole panel rows of a column-major operand (the transposed convolutions' A):
+            // fixed-length runs, moved as vectors rather than by a memcpy call each.
+            if w == 8 {
+                copy_runs::<8>(src, p0, ps, l0, kc, panel);
+            } else {
+                copy_runs::<16>(src, p0, ps, l0, kc, panel);
+            }
+        } else if ls == 1 {
+            for p in 0..kc {
+                let s = &src[(p0 + p) * ps + l0..(p0 + p) * ps + l0 + used];
+                panel[p * w..p * w + used].copy_from_slice(s);
+            }
+        } else {
+            for p in 0..kc {
+                for l in 0..used {
+                    panel[p * w + l] = src[(l0 + l) * ls + (p0 + p) * ps];
                 }
             }
         }
-        p0 += kc;
+        if used < w {
+            for p in 0..kc {
+                panel[p * w + used..(p + 1) * w].fill(0.0);
+            }
+        }
+    }
+}
+
+/// `panel[p * N..][..N] = src[(p0 + p) * ps + l0..][..N]` for `p < kc`.
+#[inline(always)]
+fn copy_runs<const N: usize>(
+    src: &[f32],
+    p0: usize,
+    ps: usize,
+    l0: usize,
+    kc: usize,
+    panel: &mut [f32],
+) {
+    for (p, d) in panel.chunks_exact_mut(N).take(kc).enumerate() {
+        let s: &[f32; N] = src[(p0 + p) * ps + l0..][..N].try_into().unwrap();
+        let d: &mut [f32; N] = d.try_into().unwrap();
+        *d = *s;
     }
 }
 
@@ -368,10 +428,10 @@ pub fn gemm_packed_b_on(
         // Align the packed A to a cache line inside the scratch.
         let off = buf.as_ptr().align_offset(64).min(15);
         let ap = &mut buf[off..off + len];
-        pack(a, m, k, a_rs, a_cs, mr, ap);
+        let (mb, nb, parallel) = task_grid(m, n, k, mr, rayon::current_num_threads());
+        pack_on(a, m, k, a_rs, a_cs, mr, ap, parallel);
         let a_all = Panels::new(ap, k, mp, mr);
         let b_all = b.panels();
-        let (mb, nb, parallel) = task_grid(m, n, k, mr, rayon::current_num_threads());
         let (tm, tn) = (mp.div_ceil(mb), n.div_ceil(NR).div_ceil(nb));
         let cp = SharedMut(c.as_mut_ptr() as *mut f32);
         let task = |t: usize| {
