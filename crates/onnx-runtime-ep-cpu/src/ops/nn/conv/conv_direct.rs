@@ -27,6 +27,7 @@ use crate::ops::nn::conv::conv_op::ConvGeom;
 use crate::ops::nn::gemm::sgemm::AlignedBuf;
 use crate::ops::nn::scratch::{build_vec, with_scratch, SharedMut};
 use std::mem::MaybeUninit;
+use std::sync::OnceLock;
 
 /// Largest block of positions and of channels one task computes.
 const NT_MAX: usize = 256;
@@ -64,12 +65,7 @@ fn pass_steps(isa: Isa, taps: usize) -> usize {
 
 impl DirectWeights {
     /// Packs `w` (`m * k` values, `k = cg * taps`, `taps = kh * kw`) for `group` groups, for
-    /// this CPU's tile.
-    pub fn pack(w: &[f32], m: usize, group: usize, k: usize, taps: usize) -> DirectWeights {
-        DirectWeights::pack_on(Isa::detect().unwrap_or(Isa::Avx2), w, m, group, k, taps)
-    }
-
-    /// [`DirectWeights::pack`] for the tiles of `isa`.
+    /// the tiles of `isa`.
     pub fn pack_on(
         isa: Isa,
         w: &[f32],
@@ -161,23 +157,27 @@ fn plan(g: &ConvGeom, isa: Isa) -> Option<Planes> {
     }
 }
 
-/// The f32 convolution on the direct kernel when it suits `g` (with `packed`, the weights
-/// packed at build, or `w` packed now); None when the caller should take another path.
+/// The f32 convolution on the direct kernel when it suits `g` (with `packed`, constant weights
+/// packed there at the first call, else `w` packed now); None when the caller should take
+/// another path.
 pub fn try_conv(
     g: &ConvGeom,
     x: &[f32],
     w: &[f32],
-    packed: Option<&DirectWeights>,
+    packed: Option<&OnceLock<DirectWeights>>,
     ep: &Epilogue<f32>,
 ) -> Option<Vec<f32>> {
     let isa = Isa::detect()?;
     let planes = plan(g, isa)?;
+    let pack = || {
+        let k = w.len() / g.m.max(1);
+        DirectWeights::pack_on(isa, w, g.m, g.group, k, kernel_taps(g))
+    };
     let fresh;
-    let wp = match packed {
+    let wp = match packed.map(|cell| cell.get_or_init(pack)) {
         Some(d) if d.fits(g, isa) => d,
         _ => {
-            let k = w.len() / g.m.max(1);
-            fresh = DirectWeights::pack_on(isa, w, g.m, g.group, k, kernel_taps(g));
+            fresh = pack();
             &fresh
         }
     };

@@ -9,12 +9,12 @@ use crate::ops::nn::conv::conv_direct::{self, DirectWeights};
 use crate::ops::nn::conv::conv_gemm::gemm_conv;
 use crate::ops::nn::conv::depthwise::depthwise2d;
 use crate::ops::nn::conv::small_maps::{self, SmallMapWeights};
-use crate::ops::nn::gemm::sgemm_wide;
 use crate::ops::nn::scratch::build_vec;
 use crate::ops::nn::window::{Window, WindowAttrs};
 use crate::{attrs, CpuRegistry, Tensor, Value};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::DataType;
+use std::sync::OnceLock;
 
 /// Geometry of one convolution call.
 pub struct ConvGeom {
@@ -93,19 +93,31 @@ pub fn conv_fused<T: Real>(g: &ConvGeom, x: &[T], w: &[T], ep: &Epilogue<T>) -> 
     }
 }
 
-/// The f32 convolution: pointwise ones over small maps transposed ([`small_maps`]), else by the
-/// direct kernel where it applies (with `small` or `direct`, the weights packed at build,
-/// or packed now), else as [`conv_fused`].
+/// Constant weights, packed on first use for the kernel that runs them (a model's shapes
+/// decide which; packing both would double the weights' memory).
+#[derive(Default)]
+pub struct PackedConv {
+    direct: OnceLock<DirectWeights>,
+    small: OnceLock<SmallMapWeights>,
+}
+
+/// The f32 convolution: pointwise ones over small maps transposed ([`small_maps`]), else by
+/// the direct kernel where it applies, else as [`conv_fused`]. With `packed` (constant
+/// weights) the first two keep their packed weights there; without, they pack them now.
 pub fn conv_fused_f32(
     g: &ConvGeom,
     x: &[f32],
     w: &[f32],
-    direct: Option<&DirectWeights>,
-    small: Option<&SmallMapWeights>,
+    packed: Option<&PackedConv>,
     ep: &Epilogue<f32>,
 ) -> Vec<f32> {
-    small_maps::try_conv(g, x, w, small, ep)
-        .or_else(|| conv_direct::try_conv(g, x, w, direct, ep))
+    if small_maps::applies(g) {
+        let wp = packed.map(|p| p.small.get_or_init(|| SmallMapWeights::pack(w, g.m, g.c)));
+        if let Some(y) = small_maps::try_conv(g, x, w, wp, ep) {
+            return y;
+        }
+    }
+    conv_direct::try_conv(g, x, w, packed.map(|p| &p.direct), ep)
         .unwrap_or_else(|| conv_fused(g, x, w, ep))
 }
 
@@ -122,10 +134,10 @@ struct ConvKernel {
     act: Activation,
     /// The weights in f32 when they are a constant f16/bf16 tensor (converted once).
     packed_w: Option<Tensor>,
-    /// Constant 2-D weights packed for the direct kernel.
-    direct: Option<DirectWeights>,
-    /// Constant 1x1 weights of one group packed for [`small_maps`].
-    small: Option<SmallMapWeights>,
+    /// Whether the weights are a constant float tensor of a 2-D, not depthwise, convolution,
+    /// packed on first use into `packed`.
+    constant_w: bool,
+    packed: PackedConv,
 }
 
 impl CpuKernel for ConvKernel {
@@ -191,8 +203,7 @@ impl CpuKernel for ConvKernel {
                 &g,
                 ux.data(),
                 uw.data(),
-                self.direct.as_ref(),
-                self.small.as_ref(),
+                self.constant_w.then_some(&self.packed),
                 &ep,
             );
             common::tensor_from_f32(dtype, g.out_shape(), y)
@@ -221,9 +232,10 @@ fn make(
         }
         _ => None,
     };
-    // Constant float weights of a 2-D, not depthwise, convolution: packed once for the
-    // direct kernel (used when the input's geometry suits it).
-    let direct = match ctx.constant(1) {
+    // Constant float weights of a 2-D, not depthwise, convolution: packed once, at the
+    // first run, for the kernel that input's geometry takes.
+    let constant_w = matches!(
+        ctx.constant(1),
         Some(Value::Tensor(t))
             if matches!(
                 t.dtype(),
@@ -231,37 +243,8 @@ fn make(
             ) && t.shape().len() == 4
                 && t.shape()[0] % group as usize == 0
                 && t.shape()[1] > 1
-                && t.numel() > 0 =>
-        {
-            let w = common::upcast(t);
-            let m = t.shape()[0];
-            Some(DirectWeights::pack(
-                w.data(),
-                m,
-                group as usize,
-                t.numel() / m,
-                t.shape()[2..].iter().product(),
-            ))
-        }
-        _ => None,
-    };
-    let small = match ctx.constant(1) {
-        Some(Value::Tensor(t))
-            if group == 1
-                && sgemm_wide::available()
-                && matches!(
-                    t.dtype(),
-                    DataType::Float32 | DataType::Float16 | DataType::BFloat16
-                )
-                && t.shape().len() == 4
-                && t.shape()[2..] == [1, 1]
-                && t.numel() > 0 =>
-        {
-            let w = common::upcast(t);
-            Some(SmallMapWeights::pack(w.data(), t.shape()[0], t.shape()[1]))
-        }
-        _ => None,
-    };
+                && t.numel() > 0
+    );
     Ok(Box::new(ConvKernel {
         node: n.describe(),
         op,
@@ -273,8 +256,8 @@ fn make(
             Activation::None
         },
         packed_w,
-        direct,
-        small,
+        constant_w,
+        packed: PackedConv::default(),
     }))
 }
 
