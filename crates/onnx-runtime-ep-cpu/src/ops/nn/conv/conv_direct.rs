@@ -372,10 +372,14 @@ fn blocking(units: usize, mg: usize, nj: usize, k: usize, threads: usize, isa: I
     let mut parts_m = mg.div_ceil(MT_MAX);
     let want = 2 * threads;
     if parallel && units * parts_n * parts_m < want {
+        // Output channels first, in blocks of at least four panels: more position blocks
+        // would add a narrow tail tile each (a 256-channel 14 x 14 map cut in two runs tiles
+        // of 48, 48 and 16 positions twice, against 48 x 4 and 32 once).
         let per_unit = want.div_ceil(units);
-        parts_n = parts_n.max(per_unit.div_ceil(parts_m).min((nj / 64).max(1)));
+        let panels = mg.div_ceil(isa.mr());
+        parts_m = parts_m.max(per_unit.div_ceil(parts_n).min((panels / 4).max(1)));
         if units * parts_n * parts_m < want {
-            parts_m = parts_m.max(want.div_ceil(units * parts_n).min((mg / 12).max(1)));
+            parts_n = parts_n.max(want.div_ceil(units * parts_m).min((nj / 64).max(1)));
         }
     }
     if parallel {
