@@ -105,6 +105,7 @@ fn pack_on(
 }
 
 /// The depth pass `p0..p0 + kc` of [`pack`] into `pass` (all its panels, `kc * w` each).
+#[allow(clippy::too_many_arguments)]
 fn pack_pass(
     src: &[f32],
     lines: usize,
