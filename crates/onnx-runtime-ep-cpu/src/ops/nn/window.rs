@@ -6,16 +6,18 @@ use crate::ops::nn::common::{bad_attr, invalid, usize_list};
 use onnx_runtime_ep_api::EpError;
 use onnx_runtime_ir::Node;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum AutoPad {
+    #[default]
     NotSet,
     SameUpper,
     SameLower,
     Valid,
 }
 
-/// Window attributes as written on the node (kernel may come from the weights).
-#[derive(Clone, Debug)]
+/// Window attributes as written on the node (kernel may come from the weights); the default
+/// is a node that sets none of them.
+#[derive(Clone, Debug, Default)]
 pub struct WindowAttrs {
     pub kernel: Option<Vec<usize>>,
     pub strides: Option<Vec<usize>>,

@@ -111,13 +111,8 @@ pub fn conv_fused_f32(
     packed: Option<&PackedConv>,
     ep: &Epilogue<f32>,
 ) -> Vec<f32> {
-    if small_maps::applies(g) {
-        let wp = packed.map(|p| p.small.get_or_init(|| SmallMapWeights::pack(w, g.m, g.c)));
-        if let Some(y) = small_maps::try_conv(g, x, w, wp, ep) {
-            return y;
-        }
-    }
-    conv_direct::try_conv(g, x, w, packed.map(|p| &p.direct), ep)
+    small_maps::try_conv(g, x, w, packed.map(|p| &p.small), ep)
+        .or_else(|| conv_direct::try_conv(g, x, w, packed.map(|p| &p.direct), ep))
         .unwrap_or_else(|| conv_fused(g, x, w, ep))
 }
 

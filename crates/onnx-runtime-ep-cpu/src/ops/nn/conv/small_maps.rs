@@ -7,18 +7,20 @@
 //! on lanes it drops, and the 16-wide tail tile does one vector load per 8 multiply-adds.
 //! ResNet-50's last stage (1x1 convolutions of 512 to 2048 channels at 7 x 7) reached 72
 //! GFLOP/s a core that way against about 105 for ONNX Runtime, whose NCHWc layout puts
-//! channels in the lanes. (3x3 convolutions at 7 x 7 lose the same way, but unfolding their
-//! input for this path cost what the fuller lanes gained: measured, not kept.) Here the channels (hundreds, multiples of 16) fill the lanes and the
-//! positions are broadcasts, so only the last row panel pads (49 -> 56 rows). The weights are
-//! packed once as the GEMM's constant B panels; each finished row segment (one position,
-//! a run of channels) gets the bias, Z and the activation while it is in cache and is stored
-//! transposed into the NCHW output.
+//! channels in the lanes. Here the channels (hundreds, multiples of 16) fill the lanes and the
+//! positions are broadcasts, so only the last row panel pads (49 -> 52 rows). The weights are
+//! packed once as the GEMM's constant B panels; each finished row segment (one position, a
+//! run of channels) gets the bias, Z and the activation while it is in cache and is stored
+//! transposed into the NCHW output. (3x3 convolutions at 7 x 7 lose lanes the same way, but
+//! unfolding their input for this path cost what the fuller lanes gained: measured, not
+//! kept.)
 
 use crate::ops::nn::conv::conv_act::Epilogue;
 use crate::ops::nn::conv::conv_op::ConvGeom;
 use crate::ops::nn::gemm::sgemm::{self, PackedB};
 use crate::ops::nn::gemm::sgemm_wide;
 use crate::ops::nn::scratch::{build_vec, SharedMut};
+use std::sync::OnceLock;
 
 /// Output positions up to which a pointwise convolution runs transposed (at 28 x 28 the
 /// direct kernel's lanes are full and the transposed stores cost more: 1.31 against 1.08 ms
@@ -58,23 +60,25 @@ pub fn applies(g: &ConvGeom) -> bool {
         && sgemm_wide::available()
 }
 
-/// The convolution of `x` by `w` (`[m, c, 1, 1]`; `packed` when packed at build) finished by
-/// `ep`, when [`applies`] holds; None otherwise.
+/// The convolution of `x` by `w` (`[m, c, 1, 1]`) finished by `ep`, when [`applies`] holds;
+/// None otherwise. With `packed` (constant weights) they are packed there at the first call,
+/// else now.
 pub fn try_conv(
     g: &ConvGeom,
     x: &[f32],
     w: &[f32],
-    packed: Option<&SmallMapWeights>,
+    packed: Option<&OnceLock<SmallMapWeights>>,
     ep: &Epilogue<f32>,
 ) -> Option<Vec<f32>> {
     if !applies(g) {
         return None;
     }
+    let pack = || SmallMapWeights::pack(w, g.m, g.c);
     let fresh;
-    let wp = match packed {
+    let wp = match packed.map(|cell| cell.get_or_init(pack)) {
         Some(p) if p.fits(g) => p,
         _ => {
-            fresh = SmallMapWeights::pack(w, g.m, g.c);
+            fresh = pack();
             &fresh
         }
     };
@@ -131,16 +135,10 @@ pub fn try_conv(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::nn::common::testutil::{assert_close, f32s, rand};
     use crate::ops::nn::conv::conv_act::Activation;
     use crate::ops::nn::conv::conv_op::conv_fused;
-    use crate::ops::nn::window::{AutoPad, WindowAttrs};
-
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
+    use crate::ops::nn::window::WindowAttrs;
 
     /// Against the float64 im2col path on ragged shapes (positions not a multiple of the
     /// panel rows, channels not a multiple of the panel width), batch 2, with bias, Z and an
@@ -151,7 +149,6 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX-512F (the transposed path needs it)");
             return;
         }
-        let mut seed = 7u64;
         // (input channels, output channels, map height, map width, Z)
         for &(c, m, h, w, with_z) in &[
             (512, 2048, 7, 7, false),
@@ -161,48 +158,34 @@ mod tests {
             (64, 33, 1, 1, true),
         ] {
             let n = 2;
-            let x: Vec<f32> = (0..n * c * h * w).map(|_| lcg(&mut seed)).collect();
-            let wt: Vec<f32> = (0..m * c).map(|_| lcg(&mut seed) * 0.1).collect();
-            let bias: Vec<f32> = (0..m).map(|_| lcg(&mut seed)).collect();
-            let wa = WindowAttrs {
-                kernel: None,
-                strides: None,
-                dilations: None,
-                pads: None,
-                auto_pad: AutoPad::NotSet,
-                ceil_mode: false,
-            };
-            let g = ConvGeom::new("t", &wa, 1, &[n, c, h, w], &[m, c, 1, 1]).unwrap();
+            let g = ConvGeom::new(
+                "t",
+                &WindowAttrs::default(),
+                1,
+                &[n, c, h, w],
+                &[m, c, 1, 1],
+            )
+            .unwrap();
             assert!(applies(&g), "{:?}", g.win);
-            let z: Vec<f32> = (0..n * m * g.win.output_size())
-                .map(|_| lcg(&mut seed))
-                .collect();
+            let x = rand(n * c * h * w, 1, -1.0, 1.0);
+            let wt = rand(m * c, 2, -0.1, 0.1);
+            let bias = rand(m, 3, -1.0, 1.0);
+            let z = rand(n * m * g.win.output_size(), 4, -1.0, 1.0);
+            let (bf, zf) = (f32s(&bias), f32s(&z));
             let ep = Epilogue {
-                bias: Some(&bias),
+                bias: Some(&bf[..]),
+                z: with_z.then_some(&zf[..]),
+                act: Activation::Relu,
+            };
+            let (xf, wf) = (f32s(&x), f32s(&wt));
+            let got = try_conv(&g, &xf, &wf, Some(&OnceLock::new()), &ep).unwrap();
+            let ep64 = Epilogue {
+                bias: Some(&bias[..]),
                 z: with_z.then_some(&z[..]),
                 act: Activation::Relu,
             };
-            let packed = SmallMapWeights::pack(&wt, m, c);
-            let got = try_conv(&g, &x, &wt, Some(&packed), &ep).unwrap();
-            let (x64, w64, b64, z64): (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) = (
-                x.iter().map(|&v| v as f64).collect(),
-                wt.iter().map(|&v| v as f64).collect(),
-                bias.iter().map(|&v| v as f64).collect(),
-                z.iter().map(|&v| v as f64).collect(),
-            );
-            let ep64 = Epilogue {
-                bias: Some(&b64[..]),
-                z: with_z.then_some(&z64[..]),
-                act: Activation::Relu,
-            };
-            let want = conv_fused::<f64>(&g, &x64, &w64, &ep64);
-            let tol = 1e-5 * (c as f64).sqrt();
-            for (i, (&a, &b)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (a as f64 - b).abs() <= tol * (1.0 + b.abs()),
-                    "c {c} m {m} {h}x{w} z {with_z}: element {i}: {a} vs {b}"
-                );
-            }
+            let want = conv_fused::<f64>(&g, &x, &wt, &ep64);
+            assert_close(&got, &want, 1e-5 * (c as f64).sqrt());
         }
     }
 }
